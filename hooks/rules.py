@@ -1,0 +1,293 @@
+"""The template's rules: which option values and combinations are accepted, and
+which files each combination generates.
+
+This is the one place the hooks and the tests read. It must stay stdlib-only:
+cookiecutter runs hooks as temporary copies in a subprocess where only the
+standard library is guaranteed.
+"""
+
+import keyword
+import re
+import sys
+
+CHOICES = {
+    "training_loop": ("fit", "custom", "both"),
+    "distribution": ("mirrored", "multi_worker"),
+    "keras_package": ("keras3", "tf_keras"),
+    "data_source": ("synthetic", "tfrecord"),
+    "mixed_precision": ("no", "yes"),
+    "launcher": ("none", "slurm", "kubernetes"),
+    "ci_provider": ("github", "gitlab", "none"),
+    "license": ("MIT", "Apache-2.0", "BSD-3-Clause", "Proprietary"),
+}
+
+# Options whose values change the generated code (the rest change files only).
+CODE_OPTIONS = (
+    "training_loop",
+    "distribution",
+    "keras_package",
+    "data_source",
+    "mixed_precision",
+    "launcher",
+)
+
+# Each refused combination: the option values that trigger it, why, and the fix.
+REFUSED_COMBINATIONS = (
+    {
+        "when": {
+            "training_loop": ("fit", "both"),
+            "distribution": ("multi_worker",),
+            "keras_package": ("keras3",),
+        },
+        "why": "Keras 3 model.fit fails under MultiWorkerMirroredStrategy "
+        "(https://github.com/keras-team/keras/issues/20585)",
+        "fix": "use keras_package=tf_keras, or training_loop=custom",
+    },
+    {
+        "when": {
+            "launcher": ("kubernetes",),
+            "distribution": ("mirrored",),
+        },
+        "why": "a TFJob runs worker pods, which need MultiWorkerMirroredStrategy",
+        "fix": "use distribution=multi_worker (it also runs as a single worker)",
+    },
+)
+
+# Names a generated package must not take: they would shadow an import the
+# project or its tests rely on.
+SHADOWED_NAMES = frozenset(
+    {
+        "tensorflow",
+        "tf",
+        "keras",
+        "tf_keras",
+        "numpy",
+        "np",
+        "pytest",
+        "test",
+        "tests",
+        "setuptools",
+        "pip",
+        "h5py",
+        "absl",
+        "google",
+        "tensorboard",
+        "ml_dtypes",
+        "jsonschema",
+        "yaml",
+        "packaging",
+        "src",
+    }
+) | frozenset(sys.stdlib_module_names)
+
+SLUG_RE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+PACKAGE_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# PEP 440 public and local versions (the canonical regex from the PEP's appendix).
+VERSION_RE = re.compile(
+    r"""^\s*v?
+    (?:(?:[0-9]+)!)?
+    [0-9]+(?:\.[0-9]+)*
+    (?:[-_.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_.]?[0-9]*)?
+    (?:-[0-9]+|[-_.]?(?:post|rev|r)[-_.]?[0-9]*)?
+    (?:[-_.]?dev[-_.]?[0-9]*)?
+    (?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?
+    \s*$""",
+    re.VERBOSE | re.IGNORECASE,
+)
+# Template syntax that should never survive rendering into a generated file.
+UNRENDERED_RE = re.compile(r"\{\{\s*cookiecutter|\{%-?\s|\{#")
+BATCH_RE = re.compile(r"^[0-9]+$")
+MAX_BATCH = 65536
+MAX_SLUG = 63  # a DNS label: the slug names Kubernetes objects too
+MAX_TEXT = 500
+TEXT_OPTIONS = ("project_name", "description", "author_name", "author_email", "version")
+
+
+class OptionError(ValueError):
+    """A bad option value; str() is the one-line message shown to the user."""
+
+
+def _check_text(name, value):
+    if not isinstance(value, str):
+        raise OptionError(f"{name} must be text, got {value!r} - pass a string")
+    if not value.strip():
+        raise OptionError(f"{name} is empty - give it a value")
+    if len(value) > MAX_TEXT:
+        raise OptionError(
+            f"{name} is {len(value)} characters long - keep it under {MAX_TEXT}"
+        )
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise OptionError(f"{name} holds invalid unicode (a lone surrogate) - remove it")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise OptionError(
+            f"{name}={value!r} holds control characters (newline, tab, ...)"
+            " - use one line of plain text"
+        )
+    if "{{" in value or "{%" in value or "{#" in value:
+        raise OptionError(
+            f"{name}={value!r} holds template syntax ({{{{, {{% or {{#) - remove it"
+        )
+
+
+def check_slug(slug):
+    if not isinstance(slug, str) or not SLUG_RE.match(slug) or len(slug) > MAX_SLUG:
+        raise OptionError(
+            f"project_slug={slug!r} is not a valid slug - use lower-case letters,"
+            f" digits and single hyphens, starting with a letter, at most {MAX_SLUG}"
+            " characters (for example my-trainer)"
+        )
+
+
+def check_package_name(name):
+    if not isinstance(name, str) or not PACKAGE_RE.match(name):
+        raise OptionError(
+            f"package_name={name!r} is not a valid Python package name - use"
+            " lower-case letters, digits and underscores, starting with a letter"
+            " (for example my_trainer)"
+        )
+    if keyword.iskeyword(name) or keyword.issoftkeyword(name):
+        raise OptionError(
+            f"package_name={name!r} is a Python keyword - choose another name"
+        )
+    if name in SHADOWED_NAMES:
+        raise OptionError(
+            f"package_name={name!r} would shadow the module {name!r} that the"
+            " project or Python itself imports - choose another name (for example"
+            f" {name}_trainer)"
+        )
+
+
+def check_batch_size(value):
+    text = str(value).strip()
+    if not BATCH_RE.match(text) or not 1 <= int(text) <= MAX_BATCH:
+        raise OptionError(
+            f"per_replica_batch_size={value!r} is not an integer from 1 to"
+            f" {MAX_BATCH} - use a whole number such as 64"
+        )
+
+
+def check_email(value):
+    _check_text("author_email", value)
+    if not EMAIL_RE.match(value):
+        raise OptionError(
+            f"author_email={value!r} is not an e-mail address - use the form"
+            " name@example.com"
+        )
+
+
+def check_version(value):
+    _check_text("version", value)
+    if not VERSION_RE.match(value):
+        raise OptionError(
+            f"version={value!r} is not a PEP 440 version - use a version such as 0.1.0"
+        )
+
+
+def check_choices(options):
+    for name, allowed in CHOICES.items():
+        value = options.get(name)
+        if value not in allowed:
+            raise OptionError(
+                f"{name}={value!r} is not one of the choices - use one of: "
+                + ", ".join(allowed)
+            )
+
+
+def refusal(options):
+    """The refused combination `options` falls into, or None if supported."""
+    for rule in REFUSED_COMBINATIONS:
+        if all(options.get(key) in values for key, values in rule["when"].items()):
+            return rule
+    return None
+
+
+def check_combination(options):
+    rule = refusal(options)
+    if rule is not None:
+        chosen = ", ".join(f"{key}={options[key]}" for key in rule["when"])
+        raise OptionError(f"{chosen} is not supported: {rule['why']} - {rule['fix']}")
+
+
+def validate(options):
+    """Raise OptionError with a one-line message for the first bad value."""
+    for name in ("project_name", "description", "author_name"):
+        _check_text(name, options.get(name))
+    check_email(options.get("author_email"))
+    check_version(options.get("version"))
+    check_slug(options.get("project_slug"))
+    check_package_name(options.get("package_name"))
+    check_batch_size(options.get("per_replica_batch_size"))
+    check_choices(options)
+    check_combination(options)
+
+
+def is_supported(options):
+    return refusal(options) is None
+
+
+# --- The generated file set --------------------------------------------------
+
+# Files generated only for some options: path (inside the project, with the
+# package directory written as "src/PKG") -> predicate on the options.
+CONDITIONAL_FILES = {
+    "src/PKG/train_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
+    "src/PKG/train_custom.py": lambda o: o["training_loop"] in ("custom", "both"),
+    "tests/test_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
+    "tests/test_custom_loop.py": lambda o: o["training_loop"] in ("custom", "both"),
+    "src/PKG/cluster.py": lambda o: o["distribution"] == "multi_worker",
+    "tests/test_cluster.py": lambda o: o["distribution"] == "multi_worker",
+    "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
+    "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",
+    "slurm/train.sbatch": lambda o: o["launcher"] == "slurm",
+    "slurm/README.md": lambda o: o["launcher"] == "slurm",
+    "k8s/tfjob.yaml": lambda o: o["launcher"] == "kubernetes",
+    "Dockerfile": lambda o: o["launcher"] == "kubernetes",
+    ".dockerignore": lambda o: o["launcher"] == "kubernetes",
+    ".github/workflows/ci.yml": lambda o: o["ci_provider"] == "github",
+    ".gitlab-ci.yml": lambda o: o["ci_provider"] == "gitlab",
+    "LICENSE": lambda o: o["license"] != "Proprietary",
+}
+
+ALWAYS_FILES = (
+    ".gitignore",
+    "README.md",
+    "pyproject.toml",
+    "Makefile",
+    "configs/default.toml",
+    "src/PKG/__init__.py",
+    "src/PKG/__main__.py",
+    "src/PKG/cli.py",
+    "src/PKG/config.py",
+    "src/PKG/strategy.py",
+    "src/PKG/data.py",
+    "src/PKG/model.py",
+    "src/PKG/training.py",
+    "tests/conftest.py",
+    "tests/test_config.py",
+    "tests/test_data.py",
+    "tests/test_strategy.py",
+    "tests/test_cli.py",
+)
+
+
+def _real_path(path, options):
+    return path.replace("PKG", options["package_name"], 1) if path.startswith(
+        "src/PKG/"
+    ) else path
+
+
+def expected_files(options):
+    """Every file (relative path) the project for `options` must contain."""
+    paths = list(ALWAYS_FILES)
+    paths += [path for path, wanted in CONDITIONAL_FILES.items() if wanted(options)]
+    return sorted(_real_path(path, options) for path in paths)
+
+
+def unneeded_files(options):
+    """Files the template holds that the project for `options` does not need."""
+    return sorted(
+        _real_path(path, options)
+        for path, wanted in CONDITIONAL_FILES.items()
+        if not wanted(options)
+    )

@@ -1,0 +1,119 @@
+"""Bake every combination of the code-changing options and check each bake.
+
+Supported combinations must bake cleanly and give a project that compiles,
+parses, lints and holds exactly the files its options need; refused ones must
+fail with their reason, before anything is written.
+"""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import bake, code_combinations, combination_id, hook_error, leftovers
+
+import rules
+
+COMBINATIONS = list(code_combinations())
+# ci_provider and license change files only: spread their values over the
+# combinations so each one is baked many times.
+for index, options in enumerate(COMBINATIONS):
+    options["ci_provider"] = rules.CHOICES["ci_provider"][index % 3]
+    options["license"] = rules.CHOICES["license"][index % 4]
+
+RUFF = [sys.executable, "-m", "ruff"]
+
+
+def test_the_matrix_is_what_the_rules_say():
+    assert len(COMBINATIONS) == 144
+    refused = [c for c in COMBINATIONS if not rules.is_supported(c)]
+    # fit/both + multi_worker + keras3 on 3 x 2 x 3 other values; kubernetes + mirrored
+    # on 3 x 2 x 2 x 2; they overlap nowhere (kubernetes needs mirrored).
+    assert len(refused) == 2 * 2 * 2 * 3 + 3 * 2 * 2 * 2
+    for option in ("ci_provider", "license"):
+        assert {c[option] for c in COMBINATIONS} == set(rules.CHOICES[option])
+
+
+def project_files(project):
+    return sorted(
+        str(path.relative_to(project)) for path in project.rglob("*") if path.is_file()
+    )
+
+
+def check_project(project, options):
+    context = {**options, "package_name": project.name.replace("-", "_")}
+    assert project_files(project) == rules.expected_files(context)
+    for path in project.rglob("*"):
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not rules.UNRENDERED_RE.search(text), f"unrendered template syntax in {path}"
+        assert text.strip(), f"{path} is empty"
+        if path.suffix == ".py":
+            compile(text, str(path), "exec")
+        elif path.suffix == ".toml":
+            tomllib.loads(text)
+        elif path.suffix in (".yml", ".yaml"):
+            yaml.safe_load(text)
+        elif path.suffix == ".json":
+            __import__("json").loads(text)
+    lint = subprocess.run(
+        [*RUFF, "check", "--no-cache", "--output-format", "concise", "."],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize("options", COMBINATIONS, ids=combination_id)
+def test_bake(cookies, capfd, tmp_path, options):
+    result = bake(cookies, **options)
+    rule = rules.refusal(options)
+    if rule is None:
+        assert result.exit_code == 0, result.exception
+        check_project(Path(result.project_path), options)
+    else:
+        assert result.exit_code != 0
+        first_line = hook_error(capfd).strip().splitlines()[0]
+        assert first_line.startswith("error: ")
+        assert rule["why"] in first_line and rule["fix"] in first_line
+        assert leftovers(tmp_path) == [tmp_path / "cookies" / "bake00"]
+
+
+def test_default_bake_is_the_documented_one(cookies):
+    result = bake(cookies)
+    assert result.exit_code == 0, result.exception
+    project = Path(result.project_path)
+    assert project.name == "tf-distributed-trainer"
+    assert (project / "src" / "tf_distributed_trainer" / "train_fit.py").is_file()
+    assert not (project / "src" / "tf_distributed_trainer" / "train_custom.py").exists()
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["dependencies"] == ["tensorflow>=2.21,<2.22", "keras>=3.8"]
+    assert pyproject["project"]["optional-dependencies"]["gpu"] == [
+        "tensorflow[and-cuda]>=2.21,<2.22"
+    ]
+    assert pyproject["project"]["scripts"] == {
+        "tf-distributed-trainer": "tf_distributed_trainer.cli:main"
+    }
+
+
+def test_tf_keras_bake_depends_on_tf_keras_and_selects_it(cookies):
+    result = bake(cookies, keras_package="tf_keras")
+    project = Path(result.project_path)
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "tf-keras>=2.21,<2.22" in pyproject["project"]["dependencies"]
+    init = (project / "src" / "tf_distributed_trainer" / "__init__.py").read_text()
+    assert 'os.environ["TF_USE_LEGACY_KERAS"] = "1"' in init
+    assert "import keras\n" not in (project / "src/tf_distributed_trainer/model.py").read_text()
+
+
+@pytest.mark.parametrize("batch", ["1", "64", "65536"])
+def test_batch_size_lands_in_the_code(cookies, batch):
+    project = Path(bake(cookies, per_replica_batch_size=batch).project_path)
+    config = (project / "src" / "tf_distributed_trainer" / "config.py").read_text()
+    assert f"per_replica_batch_size: int = {int(batch)}\n" in config
+    toml = tomllib.loads((project / "configs" / "default.toml").read_text())
+    assert toml["per_replica_batch_size"] == int(batch)

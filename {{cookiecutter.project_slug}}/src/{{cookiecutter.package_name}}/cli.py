@@ -1,0 +1,156 @@
+"""Command line: `{{ cookiecutter.project_slug }} train ...`
+{%- if cookiecutter.data_source == "tfrecord" %} and `{{ cookiecutter.project_slug }} make-data ...`{% endif %}."""
+
+import argparse
+import logging
+import os
+import sys
+
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.config import load_config
+
+PROG = "{{ cookiecutter.project_slug }}"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """Bad flags give one `error:` line (not argparse's usage block) and exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} - run '{self.prog} --help' for usage\n")
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 or str(value) != text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
+def build_parser():
+    parser = ArgumentParser(prog=PROG, description="Data-parallel training with tf.distribute.")
+    commands = parser.add_subparsers(
+        dest="command", required=True, parser_class=ArgumentParser
+    )
+
+    train = commands.add_parser("train", help="train the model")
+    train.add_argument("--config", help="TOML file; keys are these flags with underscores")
+    train.add_argument("--epochs", type=positive_int)
+    train.add_argument(
+        "--steps-per-epoch", type=positive_int, help="default: one pass over the data"
+    )
+    train.add_argument("--per-replica-batch-size", type=positive_int)
+    train.add_argument("--learning-rate", type=positive_float)
+    train.add_argument("--optimizer", choices=("adam", "sgd"))
+{%- if cookiecutter.distribution == "mirrored" %}
+    train.add_argument(
+        "--cpu-replicas",
+        type=positive_int,
+        help="CPU-only machines: split the CPU into N logical devices, one replica each",
+    )
+{%- else %}
+    train.add_argument("--cpu-replicas", type=positive_int, help=argparse.SUPPRESS)
+{%- endif %}
+    train.add_argument("--model-dir", help="checkpoints, logs and the final model")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--summary-json", help="write the run's summary (one JSON object) here")
+{%- if cookiecutter.data_source == "tfrecord" %}
+    train.add_argument("--data-dir", help="directory of train-*.tfrecord and eval-*.tfrecord")
+{%- endif %}
+{%- if cookiecutter.training_loop == "both" %}
+    train.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+    train.add_argument(
+        "--steps-per-call", type=positive_int, help="custom loop: steps per tf.function call"
+    )
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    train.add_argument(
+        "--steps-per-execution", type=positive_int, help="fit: steps per compiled call"
+    )
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+    train.add_argument(
+        "--mixed-precision",
+        action=argparse.BooleanOptionalAction,
+        help="mixed_float16 compute (default: on)",
+    )
+{%- endif %}
+    train.set_defaults(handler=run_train)
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+    make_data = commands.add_parser("make-data", help="write a sample TFRecord data set")
+    make_data.add_argument("--output-dir", default="data")
+    make_data.add_argument("--num-files", type=positive_int, default=4)
+    make_data.add_argument("--examples", type=positive_int, default=4096, help="training examples")
+    make_data.add_argument("--seed", type=int, default=0)
+    make_data.set_defaults(handler=run_make_data)
+{%- endif %}
+    return parser
+
+
+def run_train(args):
+    overrides = {
+        key: value
+        for key, value in vars(args).items()
+        if key not in ("command", "handler", "config")
+    }
+{%- if cookiecutter.distribution == "multi_worker" %}
+    if overrides.pop("cpu_replicas") is not None:
+        raise TrainerError(
+            "--cpu-replicas does not apply to multi-worker training:"
+            " MultiWorkerMirroredStrategy has one CPU replica per worker"
+            " - run several workers instead (TF_CONFIG, or your cluster launcher)"
+        )
+{%- endif %}
+    config = load_config(args.config, overrides)
+    # The strategy first: it must exist before any other TensorFlow op.
+    from {{ cookiecutter.package_name }}.strategy import make_strategy
+    from {{ cookiecutter.package_name }}.training import train
+
+{%- if cookiecutter.distribution == "mirrored" %}
+
+    strategy = make_strategy(config.cpu_replicas)
+{%- else %}
+
+    strategy = make_strategy()
+{%- endif %}
+    train(config, strategy)
+    return 0
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def run_make_data(args):
+    from {{ cookiecutter.package_name }}.data import make_data
+
+    make_data(args.output_dir, args.num_files, args.examples, args.seed)
+    return 0
+{%- endif %}
+
+
+def main(argv=None):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except TrainerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

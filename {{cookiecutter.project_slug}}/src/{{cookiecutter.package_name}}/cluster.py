@@ -1,0 +1,102 @@
+"""TF_CONFIG: read and checked before MultiWorkerMirroredStrategy sees it.
+
+TensorFlow reports a malformed TF_CONFIG late and vaguely; these checks name the
+field that is wrong.
+"""
+
+import json
+import os
+
+from {{ cookiecutter.package_name }} import TrainerError
+
+TASK_TYPES = ("chief", "worker")
+
+
+class ClusterError(TrainerError):
+    pass
+
+
+def _fail(problem, fix="see the TF_CONFIG section of the README"):
+    raise ClusterError(f"TF_CONFIG {problem} - {fix}")
+
+
+def parse_tf_config(text):
+    """The checked TF_CONFIG dict from its JSON text."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        _fail(f"is not valid JSON ({err.msg} at position {err.pos})")
+    if not isinstance(config, dict):
+        _fail("must be a JSON object with 'cluster' and 'task'")
+    cluster = config.get("cluster")
+    if not isinstance(cluster, dict) or not cluster:
+        _fail("has no 'cluster' object", 'add "cluster": {"worker": ["host:port", ...]}')
+    addresses = []
+    for task_type, hosts in cluster.items():
+        if task_type not in TASK_TYPES:
+            _fail(
+                f"cluster has an unknown task type {task_type!r}",
+                "use " + " or ".join(TASK_TYPES),
+            )
+        if not isinstance(hosts, list) or not hosts:
+            _fail(f"cluster.{task_type} must be a non-empty list of 'host:port'")
+        for host in hosts:
+            if not isinstance(host, str) or ":" not in host:
+                _fail(f"cluster.{task_type} holds {host!r}, not 'host:port'")
+            if host in addresses:
+                _fail(f"cluster lists the address {host!r} twice", "give every task its own port")
+            addresses.append(host)
+    task = config.get("task")
+    if not isinstance(task, dict):
+        _fail("has no 'task' object", 'add "task": {"type": "worker", "index": 0}')
+    task_type, index = task.get("type"), task.get("index")
+    if task_type not in cluster:
+        _fail(
+            f"task.type={task_type!r} is not in the cluster",
+            "use one of: " + ", ".join(cluster),
+        )
+    if not isinstance(index, int) or isinstance(index, bool):
+        _fail(f"task.index={index!r} is not an integer")
+    if not 0 <= index < len(cluster[task_type]):
+        _fail(
+            f"task.index={index} is out of range for {len(cluster[task_type])}"
+            f" {task_type} task(s)",
+            f"use 0 to {len(cluster[task_type]) - 1}",
+        )
+    return config
+
+
+def read_tf_config(environ=None):
+    """The checked TF_CONFIG from the environment, or None when it is unset."""
+    text = (os.environ if environ is None else environ).get("TF_CONFIG", "").strip()
+    return parse_tf_config(text) if text else None
+{%- if cookiecutter.launcher == "slurm" %}
+
+
+def tf_config_from_slurm(port, gpus_per_node):
+    """TF_CONFIG for this Slurm task: one worker per task, ports from `port`.
+
+    `gpus_per_node` is given so the resolver does not run nvidia-smi.
+    """
+    from tensorflow.distribute.cluster_resolver import SlurmClusterResolver
+
+    resolver = SlurmClusterResolver(port_base=port, gpus_per_node=gpus_per_node)
+    cluster = resolver.cluster_spec().as_dict()
+    config = {"cluster": cluster, "task": {"type": resolver.task_type, "index": resolver.task_id}}
+    return parse_tf_config(json.dumps(config))
+
+
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description="print TF_CONFIG for this Slurm task")
+    parser.add_argument("--from-slurm", action="store_true", required=True)
+    parser.add_argument("--port", type=int, default=23456)
+    parser.add_argument("--gpus-per-node", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(json.dumps(tf_config_from_slurm(args.port, args.gpus_per_node)))
+
+
+if __name__ == "__main__":
+    main()
+{%- endif %}

@@ -1,0 +1,148 @@
+"""Training settings: defaults, a TOML config file, and command-line overrides.
+
+Config file keys are the command-line flag names with underscores
+(`--per-replica-batch-size` -> `per_replica_batch_size`); flags override the file.
+"""
+
+import dataclasses
+import tomllib
+import types
+from pathlib import Path
+
+from {{ cookiecutter.package_name }} import TrainerError
+
+
+class ConfigError(TrainerError):
+    pass
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    epochs: int = 3
+    # None: one pass over the training data per epoch.
+    steps_per_epoch: int | None = None
+    per_replica_batch_size: int = {{ cookiecutter.per_replica_batch_size | int }}
+    learning_rate: float = 0.01
+    optimizer: str = "adam"
+    seed: int = 42
+    model_dir: str = "runs/latest"
+    summary_json: str | None = None
+{%- if cookiecutter.distribution == "mirrored" %}
+    # Logical CPU devices to split the CPU into (CPU-only machines; None: no split).
+    cpu_replicas: int | None = None
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+    # mixed_float16 compute; false gives float32 (what equivalence checks use).
+    mixed_precision: bool = True
+{%- endif %}
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir: str = "data"
+{%- endif %}
+{%- if cookiecutter.training_loop == "both" %}
+    loop: str = "fit"
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+    # Custom loop: training steps run per tf.function call.
+    steps_per_call: int = 16
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    # fit: steps per compiled call (> 1 is refused for Keras 3 on several replicas).
+    steps_per_execution: int = 1
+{%- endif %}
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            optional = isinstance(field.type, types.UnionType)
+            if value is None and optional:
+                continue
+            expected = _base_type(field.type) if optional else field.type
+            _check_type(field.name, value, expected)
+            if field.name in POSITIVE_FIELDS and value < 1:
+                raise ConfigError(f"{field.name}={value} must be at least 1")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"learning_rate={self.learning_rate} must be positive")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(
+                f"optimizer={self.optimizer!r} is not supported - use one of: "
+                + ", ".join(OPTIMIZERS)
+            )
+{%- if cookiecutter.training_loop == "both" %}
+        if self.loop not in LOOPS:
+            raise ConfigError(f"loop={self.loop!r} is not supported - use fit or custom")
+{%- endif %}
+
+
+OPTIMIZERS = ("adam", "sgd")
+POSITIVE_FIELDS = (
+    "epochs",
+    "steps_per_epoch",
+    "per_replica_batch_size",
+{%- if cookiecutter.distribution == "mirrored" %}
+    "cpu_replicas",
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+    "steps_per_call",
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    "steps_per_execution",
+{%- endif %}
+)
+{%- if cookiecutter.training_loop == "both" %}
+LOOPS = ("fit", "custom")
+{%- endif %}
+
+
+def _base_type(annotation):
+    """`int | None` -> int."""
+    return next(arg for arg in annotation.__args__ if arg is not type(None))
+
+
+def _check_type(name, value, expected):
+    # bool is an int subclass (true is no epoch count); an int is a fine float.
+    if expected is bool:
+        ok = isinstance(value, bool)
+    elif expected is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, expected) and not isinstance(value, bool)
+    if not ok:
+        raise ConfigError(
+            f"{name}={value!r} has the wrong type - expected {expected.__name__}"
+        )
+
+
+FIELD_NAMES = tuple(field.name for field in dataclasses.fields(TrainConfig))
+
+
+def read_config_file(path):
+    """The settings in a TOML file, checked against TrainConfig's fields."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            values = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist - check the path") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"config file {path} is not valid TOML ({err}) - fix it") from None
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"config file {path}: unknown key {unknown[0]!r} - valid keys are: "
+            + ", ".join(FIELD_NAMES)
+        )
+    return values
+
+
+def load_config(path=None, overrides=None):
+    """Defaults, then the config file at `path`, then `overrides` (None = unset)."""
+    values = read_config_file(path) if path else {}
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return TrainConfig(**values)
+    except ConfigError as err:
+        where = f"config file {path}: " if path else ""
+        raise ConfigError(f"{where}{err}") from None

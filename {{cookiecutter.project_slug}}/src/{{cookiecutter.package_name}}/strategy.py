@@ -1,0 +1,141 @@
+"""The one place a tf.distribute strategy is made, checked and described."""
+
+import logging
+{% if cookiecutter.keras_package == "keras3" %}
+import keras
+{%- endif %}
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError
+{%- if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.cluster import read_tf_config
+{%- endif %}
+
+log = logging.getLogger(__name__)
+{%- if cookiecutter.keras_package == "keras3" %}
+
+# Keras < 3.5 did not all-reduce gradients under a strategy (keras-team/keras#19891);
+# Keras < 3.8 did not scale the loss by 1/replicas (keras-team/keras#20609). Both silent.
+MIN_KERAS = (3, 8)
+{%- endif %}
+
+
+class StrategyError(TrainerError):
+    pass
+{%- if cookiecutter.keras_package == "keras3" %}
+
+
+def check_keras_version(version=None):
+    version = version or keras.__version__
+    parts = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+    if parts < MIN_KERAS:
+        raise StrategyError(
+            f"keras {version} is too old: before 3.8 it silently skips the gradient"
+            " all-reduce or the loss scaling under tf.distribute - pip install 'keras>=3.8'"
+        )
+{%- endif %}
+{%- if cookiecutter.distribution == "mirrored" %}
+
+
+def use_cpu_replicas(count):
+    """Split the first CPU into `count` logical devices, one replica each.
+
+    Must run before TensorFlow initializes its devices (before any op).
+    """
+    cpus = tf.config.list_physical_devices("CPU")
+    wanted = [tf.config.LogicalDeviceConfiguration()] * count
+    if tf.config.get_logical_device_configuration(cpus[0]) == wanted:
+        return
+    try:
+        tf.config.set_logical_device_configuration(cpus[0], wanted)
+    except RuntimeError:
+        raise StrategyError(
+            f"cannot split the CPU into {count} replicas: TensorFlow has already"
+            " initialized its devices - call use_cpu_replicas() before any TensorFlow"
+            " op (the CLI's --cpu-replicas does this for you)"
+        ) from None
+
+
+def make_strategy(cpu_replicas=None):
+    """MirroredStrategy over every visible GPU, or `cpu_replicas` logical CPUs."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    check_keras_version()
+{%- endif %}
+    gpus = tf.config.list_physical_devices("GPU")
+    if cpu_replicas is not None:
+        if gpus:
+            raise StrategyError(
+                f"--cpu-replicas {cpu_replicas} is for CPU-only machines, but"
+                f" {len(gpus)} GPU(s) are visible - drop the flag to use the GPUs, or"
+                " hide them with CUDA_VISIBLE_DEVICES=-1"
+            )
+        use_cpu_replicas(cpu_replicas)
+        devices = [device.name for device in tf.config.list_logical_devices("CPU")]
+        strategy = tf.distribute.MirroredStrategy(devices[:cpu_replicas])
+        expected = cpu_replicas
+    else:
+        strategy = tf.distribute.MirroredStrategy()
+        expected = max(len(gpus), 1)
+    if strategy.num_replicas_in_sync != expected:
+        raise StrategyError(
+            f"expected {expected} replicas but the strategy has"
+            f" {strategy.num_replicas_in_sync} - check CUDA_VISIBLE_DEVICES and the"
+            " TensorFlow GPU install (pip install '.[gpu]')"
+        )
+    if not gpus and cpu_replicas is None:
+        log.warning(
+            "no GPU visible: training on 1 CPU replica (use --cpu-replicas N to"
+            " simulate N replicas)"
+        )
+    return strategy
+
+
+def worker_count(strategy):
+    return 1
+{%- else %}
+
+
+def make_strategy():
+    """MultiWorkerMirroredStrategy from TF_CONFIG (a single worker without it).
+
+    Must run before any other TensorFlow op.
+    """
+{%- if cookiecutter.keras_package == "keras3" %}
+    check_keras_version()
+{%- endif %}
+    cluster = read_tf_config()
+    if cluster is None:
+        log.info("TF_CONFIG is not set: running as a single worker")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    return strategy
+
+
+def worker_count(strategy):
+    return strategy.cluster_resolver.cluster_spec().num_tasks("worker") or 1
+
+
+def is_chief(strategy):
+    """The worker whose checkpoints and exports are kept (worker 0)."""
+    resolver = strategy.cluster_resolver
+    return resolver.task_type in (None, "chief") or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+    )
+{%- endif %}
+
+
+def global_batch_size(strategy, per_replica_batch_size):
+    """The batch one training step consumes across every replica of every worker."""
+    return per_replica_batch_size * strategy.num_replicas_in_sync
+
+
+def describe(strategy, per_replica_batch_size):
+    devices = getattr(strategy.extended, "worker_devices", ())
+    lines = [
+        f"strategy: {type(strategy).__name__}",
+        f"devices: {', '.join(devices)}",
+        f"workers: {worker_count(strategy)}",
+        f"replicas: {strategy.num_replicas_in_sync}",
+        f"per-replica batch: {per_replica_batch_size}",
+        f"global batch: {global_batch_size(strategy, per_replica_batch_size)}",
+    ]
+    return lines

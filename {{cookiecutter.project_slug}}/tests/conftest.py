@@ -1,0 +1,164 @@
+"""Test set-up: two logical CPU devices stand in for two GPUs.
+
+The split must happen before TensorFlow initializes its devices, so it runs
+here, at import time, before any test touches TensorFlow.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The package first: it selects the Keras package before TensorFlow loads.
+import {{ cookiecutter.package_name }}  # noqa: E402,F401
+
+REPLICAS = 2
+
+import tensorflow as tf  # noqa: E402
+
+tf.config.set_logical_device_configuration(
+    tf.config.list_physical_devices("CPU")[0],
+    [tf.config.LogicalDeviceConfiguration()] * REPLICAS,
+)
+{% if cookiecutter.mixed_precision == "yes" and cookiecutter.keras_package == "keras3" %}
+import keras  # noqa: E402
+{%- endif %}
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+{%- if cookiecutter.mixed_precision == "yes" and cookiecutter.keras_package == "tf_keras" %}
+import tf_keras as keras  # noqa: E402
+{%- endif %}
+
+from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402
+{%- endif %}
+from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if tf.config.list_physical_devices("GPU"):
+        return
+    skip = pytest.mark.skip(reason="no GPU visible")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def two_replicas():
+    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(REPLICAS)])
+
+
+@pytest.fixture
+def one_device():
+    return tf.distribute.OneDeviceStrategy("/cpu:0")
+
+
+def is_distributed(variable):
+    """True when the variable is mirrored across replicas."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    return isinstance(variable.value, tf.distribute.DistributedValues)
+{%- else %}
+    return isinstance(variable, tf.distribute.DistributedValues)
+{%- endif %}
+
+
+def replica_copies(strategy, variable):
+    """The variable's value on each replica, as NumPy arrays."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    values = strategy.experimental_local_results(variable.value)
+{%- else %}
+    values = strategy.experimental_local_results(variable)
+{%- endif %}
+    return [value.numpy() for value in values]
+
+
+def assert_in_sync(strategy, variables):
+    """Every variable is mirrored and its replica copies are identical."""
+    assert variables
+    for variable in variables:
+        assert is_distributed(variable), f"{variable.name} is not distributed"
+        first, *others = replica_copies(strategy, variable)
+        for other in others:
+            np.testing.assert_array_equal(first, other, err_msg=variable.name)
+
+
+def load_weights(path):
+    """The weights saved at `path`, loaded into a fresh model from the builder."""
+    model = build_model()
+    model.load_weights(path)
+    return model.get_weights()
+
+
+def assert_same_weights(path_a, path_b, atol):
+    for left, right in zip(load_weights(path_a), load_weights(path_b), strict=True):
+        np.testing.assert_allclose(left, right, rtol=0, atol=atol)
+
+
+@pytest.fixture
+def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    """Configs for equivalence checks: plain SGD under the float32 policy (Adam
+    hides loss-scaling errors; float16 rounding hides nothing but differs)."""
+
+    def make(name, per_replica_batch_size, **overrides):
+        values = dict(
+            epochs=2,
+            optimizer="sgd",
+            learning_rate=0.1,
+            per_replica_batch_size=per_replica_batch_size,
+            model_dir=str(tmp_path / name),
+{%- if cookiecutter.mixed_precision == "yes" %}
+            mixed_precision=False,
+{%- endif %}
+{%- if cookiecutter.data_source == "tfrecord" %}
+            data_dir=str(data_dir),
+{%- endif %}
+        )
+        values.update(overrides)
+        return TrainConfig(**values)
+
+    return make
+{%- if cookiecutter.mixed_precision == "yes" %}
+
+
+@pytest.fixture(autouse=True)
+def float32_policy():
+    """A test that switches to mixed_float16 does not leak it into the next one."""
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+{%- endif %}
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory):
+    """A small TFRecord data set written by the project's own make-data code."""
+    path = tmp_path_factory.mktemp("data")
+    make_data(path, num_files=2, examples=1024)
+    return path
+{%- endif %}
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+def run_cli(*args, cwd=None, env=None):
+    """Run the project's CLI in a fresh process (a fresh TensorFlow)."""
+    return subprocess.run(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1", **(env or {})},
+        timeout=600,
+    )
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)

@@ -1,0 +1,64 @@
+from pathlib import Path
+
+import pytest
+
+from {{ cookiecutter.package_name }}.config import ConfigError, TrainConfig, load_config
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "train.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_carry_the_chosen_batch_size():
+    assert TrainConfig().per_replica_batch_size == {{ cookiecutter.per_replica_batch_size | int }}
+
+
+def test_shipped_config_file_loads():
+    config = load_config(PROJECT / "configs" / "default.toml")
+    assert config.per_replica_batch_size == {{ cookiecutter.per_replica_batch_size | int }}
+
+
+def test_flags_override_the_file(tmp_path):
+    path = write(tmp_path, "epochs = 5\nlearning_rate = 0.5\nseed = 3\n")
+    config = load_config(path, {"epochs": 7, "seed": None})
+    assert (config.epochs, config.learning_rate, config.seed) == (7, 0.5, 3)
+
+
+def test_unknown_key_is_refused(tmp_path):
+    path = write(tmp_path, "epoch = 5\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'epoch' - valid keys are: epochs"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('epochs = "three"', r"epochs='three' has the wrong type - expected int"),
+        ("epochs = true", r"epochs=True has the wrong type - expected int"),
+        ("learning_rate = \"fast\"", r"learning_rate='fast' has the wrong type - expected float"),
+        ("epochs = 0", r"epochs=0 must be at least 1"),
+        ("steps_per_epoch = -2", r"steps_per_epoch=-2 must be at least 1"),
+        ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, sgd"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(tmp_path, line, message):
+    path = write(tmp_path, line + "\n")
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(path)
+    assert str(path) in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_invalid_toml_is_refused(tmp_path):
+    path = write(tmp_path, "epochs = \n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_config(path)
+
+
+def test_missing_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.toml")

@@ -1,0 +1,76 @@
+"""The custom loop under MirroredStrategy computes what one device computes."""
+
+import numpy as np
+import tensorflow as tf
+from conftest import assert_in_sync, assert_same_weights{% if cookiecutter.mixed_precision == "yes" %}, load_weights{% endif %}
+
+from {{ cookiecutter.package_name }}.data import synthetic_arrays, training_batches
+from {{ cookiecutter.package_name }}.train_custom import (
+    build_training_state,
+    evaluate,
+    make_train_function,
+    per_example_loss,
+)
+from {{ cookiecutter.package_name }}.training import plan_run, train
+{%- if cookiecutter.training_loop == "both" %}
+
+LOOP = {"loop": "custom"}
+{%- else %}
+
+LOOP = {}
+{%- endif %}
+
+
+def test_two_replicas_train_like_one_device(two_replicas, one_device, sgd_config):
+    distributed = train(sgd_config("two", 16, **LOOP), two_replicas)
+    single = train(sgd_config("one", 32, **LOOP), one_device)
+    assert (distributed["replicas"], single["replicas"]) == (2, 1)
+    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
+    assert_same_weights(distributed["weights_path"], single["weights_path"], atol=1e-5)
+    assert distributed["final_loss"] < distributed["losses"][0]
+    assert abs(distributed["eval_loss"] - single["eval_loss"]) < 1e-5
+
+
+def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config):
+    # 10 steps per epoch in calls of 4: 4 + 4 + a short last call of 2.
+    grouped = sgd_config("grouped", 16, steps_per_epoch=10, steps_per_call=4, **LOOP)
+    single = sgd_config("single", 16, steps_per_epoch=10, steps_per_call=1, **LOOP)
+    grouped, single = train(grouped, two_replicas), train(single, two_replicas)
+    np.testing.assert_allclose(grouped["losses"], single["losses"], rtol=0, atol=1e-6)
+    assert_same_weights(grouped["weights_path"], single["weights_path"], atol=1e-6)
+
+
+def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
+    config = sgd_config("sync", 16, optimizer="adam")
+    state = build_training_state(two_replicas, config)
+    train_steps = make_train_function(two_replicas, state, global_batch_size=32)
+    examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(256, seed=0))
+    batches = training_batches(examples, 32, seed=0)
+    iterator = iter(two_replicas.experimental_distribute_dataset(batches))
+    assert np.isfinite(float(train_steps(iterator, tf.constant(4))))
+    variables = state.model.variables + state.optimizer.variables + state.metric.variables
+    assert_in_sync(two_replicas, variables)
+
+
+def test_evaluation_reports_the_true_mean_loss(two_replicas, sgd_config):
+    config = sgd_config("eval", 16)
+    plan = plan_run(config, two_replicas)
+    state = build_training_state(two_replicas, config)
+    loss, accuracy = evaluate(two_replicas, state.model, plan)
+    features, labels = zip(*plan.eval_examples.as_numpy_iterator(), strict=True)
+    features, labels = np.stack(features), np.array(labels)
+    kept = len(labels) // plan.global_batch_size * plan.global_batch_size
+    logits = state.model(features[:kept], training=False)
+    expected_loss = float(tf.reduce_mean(per_example_loss(labels[:kept], logits)))
+    expected_accuracy = float(np.mean(np.argmax(logits, axis=-1) == labels[:kept]))
+    # Not halved: the replicas' sums are added, then divided by the full count.
+    assert abs(loss - expected_loss) < 1e-5
+    assert abs(accuracy - expected_accuracy) < 1e-6
+{%- if cookiecutter.mixed_precision == "yes" %}
+
+
+def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
+    summary = train(sgd_config("mixed", 16, mixed_precision=True, **LOOP), two_replicas)
+    assert all(np.isfinite(summary["losses"]))
+    assert all(np.isfinite(w).all() for w in load_weights(summary["weights_path"]))
+{%- endif %}
