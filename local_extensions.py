@@ -12,8 +12,12 @@ from jinja2.ext import Extension
 HOOKS_DIR = str(Path(__file__).resolve().parent / "hooks")
 
 
-def toml_string(value):
-    """A TOML basic string holding `value` exactly."""
+def toml_escape(value):
+    """`value` escaped for the inside of a TOML basic string ("...").
+
+    Templates write the quotes themselves, so the unrendered file stays valid
+    TOML for the tools that read it in the template repository (ruff, pytest).
+    """
     out = []
     for char in str(value):
         if char in '"\\':
@@ -22,11 +26,11 @@ def toml_string(value):
             out.append(f"\\u{ord(char):04x}")
         else:
             out.append(char)
-    return '"' + "".join(out) + '"'
+    return "".join(out)
 
 
 class TemplateFilters(Extension):
     def __init__(self, environment):
         super().__init__(environment)
-        environment.filters["toml_string"] = toml_string
+        environment.filters["toml_escape"] = toml_escape
         environment.globals["template_hooks_dir"] = HOOKS_DIR

@@ -14,13 +14,15 @@ CONTEXT = json.loads(r"""{{ cookiecutter | tojson }}""")
 sys.path.insert(0, json.loads(r'{{ template_hooks_dir | tojson }}'))
 import rules  # noqa: E402
 
+
 def remove_unneeded(project):
     for relative in rules.unneeded_files(CONTEXT):
         path = project / relative
         if path.exists():
             path.unlink()
     # Directories left empty by the removals (deepest first).
-    for root, dirs, files in sorted(os.walk(project), key=lambda w: -len(w[0])):
+    walked = sorted((root for root, _, _ in os.walk(project)), key=len, reverse=True)
+    for root in walked:
         if not os.listdir(root) and Path(root) != project:
             os.rmdir(root)
 

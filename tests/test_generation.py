@@ -91,7 +91,11 @@ def test_default_bake_is_the_documented_one(cookies):
     assert (project / "src" / "tf_distributed_trainer" / "train_fit.py").is_file()
     assert not (project / "src" / "tf_distributed_trainer" / "train_custom.py").exists()
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
-    assert pyproject["project"]["dependencies"] == ["tensorflow>=2.21,<2.22", "keras>=3.8"]
+    assert pyproject["project"]["dependencies"] == [
+        "tensorflow>=2.21,<2.22",
+        "tensorboard>=2.20",
+        "keras>=3.8",
+    ]
     assert pyproject["project"]["optional-dependencies"]["gpu"] == [
         "tensorflow[and-cuda]>=2.21,<2.22"
     ]

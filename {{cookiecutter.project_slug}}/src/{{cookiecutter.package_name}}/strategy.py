@@ -111,13 +111,17 @@ def make_strategy():
 
 
 def worker_count(strategy):
-    return strategy.cluster_resolver.cluster_spec().num_tasks("worker") or 1
+    resolver = strategy.cluster_resolver
+    if resolver is None:  # a single-machine strategy (tests use them as references)
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return sum(len(cluster.get(task_type, [])) for task_type in ("chief", "worker")) or 1
 
 
 def is_chief(strategy):
     """The worker whose checkpoints and exports are kept (worker 0)."""
     resolver = strategy.cluster_resolver
-    return resolver.task_type in (None, "chief") or (
+    return resolver is None or resolver.task_type in (None, "chief") or (
         resolver.task_type == "worker" and resolver.task_id == 0
     )
 {%- endif %}

@@ -173,14 +173,14 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
     manager = tf.train.CheckpointManager(state.checkpoint, str(write_dir / "backup"), max_to_keep=2)
     if manager.latest_checkpoint:
         state.checkpoint.restore(manager.latest_checkpoint).assert_consumed()
-        log.info("resumed from epoch %d step 0", int(state.epoch))
+        log.info("resumed from epoch %d step 0", int(state.epoch.numpy()))
     else:
         log.info("starting fresh")
     train_steps = make_train_function(strategy, state, plan.global_batch_size)
     writer = tf.summary.create_file_writer(str(write_dir / "logs"))
     steps = plan.steps_per_epoch
     losses = []
-    for epoch in range(int(state.epoch), config.epochs):
+    for epoch in range(int(state.epoch.numpy()), config.epochs):
         # The data order depends only on the seed and the epoch.
         batches = training_batches(
             plan.train_examples,

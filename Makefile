@@ -1,0 +1,45 @@
+# Two commands on a fresh clone (Python 3.11+ and the package registries):
+#   make demo   bake the default project, train it on 2 simulated replicas
+#   make test   the template's whole test suite (fast and slow tiers)
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_DIR := build/demo
+DEMO := $(DEMO_DIR)/tf-distributed-trainer
+
+.PHONY: demo test test-fast test-slow lint clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit("error: Python 3.11+ is needed, found " + sys.version.split()[0] + " - set PYTHON=python3.11") if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements-dev.txt | $(BIN)/python
+	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install -r requirements-dev.txt
+	touch $@
+
+demo: $(VENV)/.installed
+	rm -rf $(DEMO_DIR)
+	$(BIN)/cookiecutter --no-input --output-dir $(DEMO_DIR) .
+	$(BIN)/python -m pip install --no-deps --no-build-isolation -e $(DEMO)
+	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer train --cpu-replicas 2 --epochs 3 \
+		--model-dir runs/demo --summary-json runs/demo/summary.json
+	$(BIN)/python -c 'import json; s = json.load(open("$(DEMO)/runs/demo/summary.json")); \
+		print(f"replicas: {s[\"replicas\"]}  global batch: {s[\"global_batch_size\"]}  losses per epoch: " \
+		+ ", ".join(f"{x:.4f}" for x in s["losses"]))'
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow"
+
+test-slow: $(VENV)/.installed
+	$(BIN)/python -m pytest -m slow
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check hooks tests local_extensions.py
+
+clean:
+	rm -rf build $(VENV)
