@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
 
-.PHONY: demo test test-fast test-slow lint clean
+.PHONY: demo test test-fast test-slow lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("error: Python 3.11+ is needed, found " + sys.version.split()[0] + " - set PYTHON=python3.11") if sys.version_info < (3, 11) else None'
@@ -39,7 +39,10 @@ test-slow: $(VENV)/.installed
 	$(BIN)/python -m pytest -m slow
 
 lint: $(VENV)/.installed
-	$(BIN)/ruff check hooks tests local_extensions.py
+	$(BIN)/ruff check hooks tests benchmarks local_extensions.py
 
 clean:
 	rm -rf build $(VENV)
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/speed.py
