@@ -13,34 +13,25 @@ from conftest import bake
 
 import rules
 
-SPREAD = [
-    # (data_source, mixed_precision, launcher) per supported core combination
-    ("synthetic", "no", "none"),
-    ("tfrecord", "yes", "slurm"),
-    ("synthetic", "yes", "kubernetes"),
-    ("tfrecord", "no", "none"),
-    ("tfrecord", "no", "slurm"),
+KEYS = rules.CODE_OPTIONS
+# Every supported loop x distribution x keras_package once; data_source,
+# mixed_precision and launcher spread so that each value appears, and so that
+# every fit/custom x keras x data combination on mirrored runs (via "both" too).
+COMBINATIONS = [
+    dict(zip(KEYS, values, strict=True))
+    for values in (
+        ("fit", "mirrored", "keras3", "synthetic", "no", "none"),
+        ("fit", "mirrored", "tf_keras", "synthetic", "yes", "slurm"),
+        ("fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
+        ("custom", "mirrored", "keras3", "synthetic", "yes", "none"),
+        ("custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
+        ("custom", "multi_worker", "keras3", "tfrecord", "yes", "slurm"),
+        ("custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
+        ("both", "mirrored", "keras3", "tfrecord", "no", "none"),
+        ("both", "mirrored", "tf_keras", "tfrecord", "yes", "slurm"),
+        ("both", "multi_worker", "tf_keras", "synthetic", "yes", "kubernetes"),
+    )
 ]
-
-
-def slow_combinations():
-    core = [
-        {"training_loop": loop, "distribution": distribution, "keras_package": keras}
-        for loop in rules.CHOICES["training_loop"]
-        for distribution in rules.CHOICES["distribution"]
-        for keras in rules.CHOICES["keras_package"]
-    ]
-    chosen = []
-    for index, options in enumerate(c for c in core if rules.is_supported(c)):
-        data, mixed, launcher = SPREAD[index % len(SPREAD)]
-        if launcher == "kubernetes" and options["distribution"] == "mirrored":
-            launcher = "slurm"
-        options.update(data_source=data, mixed_precision=mixed, launcher=launcher)
-        chosen.append(options)
-    return chosen
-
-
-COMBINATIONS = slow_combinations()
 
 
 def combination_id(options):
@@ -48,10 +39,18 @@ def combination_id(options):
 
 
 def test_slow_matrix_covers_every_value():
-    assert len(COMBINATIONS) == 10
     assert all(rules.is_supported(c) for c in COMBINATIONS)
+    core = {(c["training_loop"], c["distribution"], c["keras_package"]) for c in COMBINATIONS}
+    assert len(core) == len(COMBINATIONS) == 10
     for name in ("data_source", "mixed_precision", "launcher"):
         assert {c[name] for c in COMBINATIONS} == set(rules.CHOICES[name]), name
+    mirrored = {
+        (loop, c["keras_package"], c["data_source"])
+        for c in COMBINATIONS
+        if c["distribution"] == "mirrored"
+        for loop in (("fit", "custom") if c["training_loop"] == "both" else (c["training_loop"],))
+    }
+    assert len(mirrored) == 8
 
 
 @pytest.mark.slow
