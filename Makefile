@@ -25,9 +25,10 @@ demo: $(VENV)/.installed
 	$(BIN)/python -m pip install --no-deps --no-build-isolation -e $(DEMO)
 	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer train --cpu-replicas 2 --epochs 3 \
 		--model-dir runs/demo --summary-json runs/demo/summary.json
-	$(BIN)/python -c 'import json; s = json.load(open("$(DEMO)/runs/demo/summary.json")); \
-		print(f"replicas: {s[\"replicas\"]}  global batch: {s[\"global_batch_size\"]}  losses per epoch: " \
-		+ ", ".join(f"{x:.4f}" for x in s["losses"]))'
+	$(BIN)/python -c "import json, sys; s = json.load(open(sys.argv[1])); \
+		print('replicas:', s['replicas'], ' global batch:', s['global_batch_size'], \
+		' losses per epoch:', ', '.join('%.4f' % x for x in s['losses']))" \
+		$(DEMO)/runs/demo/summary.json
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest
