@@ -171,8 +171,11 @@ def render_hook(name, context, tmp_path):
 
 
 def run_hook(name, tmp_path, **changes):
-    context = {**options(**changes), "_output_dir": str(tmp_path), "_extensions": []}
-    context["_extensions"] = ["local_extensions.TemplateFilters"]
+    context = {
+        **options(**changes),
+        "_output_dir": str(tmp_path),
+        "_extensions": ["local_extensions.TemplateFilters"],
+    }
     sys.path.insert(0, str(ROOT))
     try:
         script = render_hook(name, context, tmp_path)
