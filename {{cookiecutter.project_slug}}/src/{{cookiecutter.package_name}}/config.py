@@ -62,9 +62,11 @@ class TrainConfig:
             expected = _base_type(field.type) if optional else field.type
             _check_type(field.name, value, expected)
             if field.name in POSITIVE_FIELDS and value < 1:
-                raise ConfigError(f"{field.name}={value} must be at least 1")
+                raise ConfigError(f"{field.name}={value} must be at least 1 - use 1 or more")
         if not self.learning_rate > 0:
-            raise ConfigError(f"learning_rate={self.learning_rate} must be positive")
+            raise ConfigError(
+                f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"
+            )
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(
                 f"optimizer={self.optimizer!r} is not supported - use one of: "
@@ -77,6 +79,8 @@ class TrainConfig:
 
 
 OPTIMIZERS = ("adam", "sgd")
+# How each type is written in the config file, for the wrong-type message.
+TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}
 POSITIVE_FIELDS = (
     "epochs",
     "steps_per_epoch",
@@ -112,6 +116,7 @@ def _check_type(name, value, expected):
     if not ok:
         raise ConfigError(
             f"{name}={value!r} has the wrong type - expected {expected.__name__}"
+            f" ({TOML_EXAMPLES[expected]})"
         )
 
 
