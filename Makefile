@@ -1,5 +1,5 @@
 # Two commands on a fresh clone (Python 3.11+ and the package registries):
-#   make demo   bake the default project, train it on 2 simulated replicas
+#   make demo   bake the default project, train it on 2 simulated replicas, run its doctor
 #   make test   the template's whole test suite (fast and slow tiers)
 
 PYTHON ?= python3
@@ -29,6 +29,7 @@ demo: $(VENV)/.installed
 		print('replicas:', s['replicas'], ' global batch:', s['global_batch_size'], \
 		' losses per epoch:', ', '.join('%.4f' % x for x in s['losses']))" \
 		$(DEMO)/runs/demo/summary.json
+	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer doctor --cpu-replicas 2
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest

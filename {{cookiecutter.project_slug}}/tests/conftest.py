@@ -31,6 +31,7 @@ import pytest  # noqa: E402
 import tf_keras as keras  # noqa: E402
 {%- endif %}
 
+from {{ cookiecutter.package_name }}.checks import is_distributed, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402
@@ -57,25 +58,6 @@ def one_device():
     """The single-device reference (tf_keras's BackupAndRestore refuses
     OneDeviceStrategy, so a one-device MirroredStrategy)."""
     return tf.distribute.MirroredStrategy(["/cpu:0"])
-
-
-def is_distributed(variable):
-    """True when the variable is mirrored across replicas."""
-{%- if cookiecutter.keras_package == "keras3" %}
-    return isinstance(variable.value, tf.distribute.DistributedValues)
-{%- else %}
-    return isinstance(variable, tf.distribute.DistributedValues)
-{%- endif %}
-
-
-def replica_copies(strategy, variable):
-    """The variable's value on each replica, as NumPy arrays."""
-{%- if cookiecutter.keras_package == "keras3" %}
-    values = strategy.experimental_local_results(variable.value)
-{%- else %}
-    values = strategy.experimental_local_results(variable)
-{%- endif %}
-    return [value.numpy() for value in values]
 
 
 def assert_in_sync(strategy, variables):
@@ -151,14 +133,18 @@ def cli():
     return run_cli
 
 
-def run_cli(*args, cwd=None, env=None):
-    """Run the project's CLI in a fresh process (a fresh TensorFlow)."""
+def run_cli(*args, cwd=None, env=None, gpus=False):
+    """Run the project's CLI in a fresh process (a fresh TensorFlow); GPUs hidden
+    unless `gpus`."""
+    environment = {**os.environ, **(env or {})}
+    if not gpus:
+        environment["CUDA_VISIBLE_DEVICES"] = "-1"
     return subprocess.run(
         [sys.executable, "-m", "{{ cookiecutter.package_name }}", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1", **(env or {})},
+        env=environment,
         timeout=600,
     )
 

@@ -1,5 +1,7 @@
-"""Command line: `{{ cookiecutter.project_slug }} train ...`
-{%- if cookiecutter.data_source == "tfrecord" %} and `{{ cookiecutter.project_slug }} make-data ...`{% endif %}."""
+"""Command line: `{{ cookiecutter.project_slug }} COMMAND ...`.
+
+Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data{% endif %}.
+"""
 
 import argparse
 import logging
@@ -39,6 +41,51 @@ def positive_float(text):
     return value
 
 
+def add_config_flags(parser):
+    """The training settings: every key of the config file, as a flag."""
+    parser.add_argument("--config", help="TOML file; keys are these flags with underscores")
+    parser.add_argument("--epochs", type=positive_int)
+    parser.add_argument(
+        "--steps-per-epoch", type=positive_int, help="default: one pass over the data"
+    )
+    parser.add_argument("--per-replica-batch-size", type=positive_int)
+    parser.add_argument("--learning-rate", type=positive_float)
+    parser.add_argument("--optimizer", choices=("adam", "sgd"))
+{%- if cookiecutter.distribution == "mirrored" %}
+    parser.add_argument(
+        "--cpu-replicas",
+        type=positive_int,
+        help="CPU-only machines: split the CPU into N logical devices, one replica each",
+    )
+{%- else %}
+    parser.add_argument("--cpu-replicas", type=positive_int, help=argparse.SUPPRESS)
+{%- endif %}
+    parser.add_argument("--seed", type=int)
+{%- if cookiecutter.data_source == "tfrecord" %}
+    parser.add_argument("--data-dir", help="directory of train-*.tfrecord and eval-*.tfrecord")
+{%- endif %}
+{%- if cookiecutter.training_loop == "both" %}
+    parser.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+    parser.add_argument(
+        "--steps-per-call", type=positive_int, help="custom loop: steps per tf.function call"
+    )
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    parser.add_argument(
+        "--steps-per-execution", type=positive_int, help="fit: steps per compiled call"
+    )
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+    parser.add_argument(
+        "--mixed-precision",
+        action=argparse.BooleanOptionalAction,
+        help="mixed_float16 compute (default: on)",
+    )
+{%- endif %}
+
+
 def build_parser():
     parser = ArgumentParser(prog=PROG, description="Data-parallel training with tf.distribute.")
     commands = parser.add_subparsers(
@@ -46,50 +93,25 @@ def build_parser():
     )
 
     train = commands.add_parser("train", help="train the model")
-    train.add_argument("--config", help="TOML file; keys are these flags with underscores")
-    train.add_argument("--epochs", type=positive_int)
-    train.add_argument(
-        "--steps-per-epoch", type=positive_int, help="default: one pass over the data"
+    add_config_flags(train)
+    train.add_argument("--model-dir", help="checkpoints, logs and the final model")
+    train.add_argument("--summary-json", help="write the run's summary (one JSON object) here")
+    train.set_defaults(handler=run_train)
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="check on a few batches that training really is distributed (takes train's flags)",
     )
-    train.add_argument("--per-replica-batch-size", type=positive_int)
-    train.add_argument("--learning-rate", type=positive_float)
-    train.add_argument("--optimizer", choices=("adam", "sgd"))
-{%- if cookiecutter.distribution == "mirrored" %}
-    train.add_argument(
+    add_config_flags(doctor)
+    doctor.set_defaults(handler=run_doctor)
+
+    smoke = commands.add_parser("gpu-smoke", help="check this machine's GPUs with one step")
+    smoke.add_argument(
         "--cpu-replicas",
         type=positive_int,
-        help="CPU-only machines: split the CPU into N logical devices, one replica each",
+        help="CPU-only machines: run every check but GPU placement on N logical CPUs",
     )
-{%- else %}
-    train.add_argument("--cpu-replicas", type=positive_int, help=argparse.SUPPRESS)
-{%- endif %}
-    train.add_argument("--model-dir", help="checkpoints, logs and the final model")
-    train.add_argument("--seed", type=int)
-    train.add_argument("--summary-json", help="write the run's summary (one JSON object) here")
-{%- if cookiecutter.data_source == "tfrecord" %}
-    train.add_argument("--data-dir", help="directory of train-*.tfrecord and eval-*.tfrecord")
-{%- endif %}
-{%- if cookiecutter.training_loop == "both" %}
-    train.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
-{%- endif %}
-{%- if cookiecutter.training_loop in ("custom", "both") %}
-    train.add_argument(
-        "--steps-per-call", type=positive_int, help="custom loop: steps per tf.function call"
-    )
-{%- endif %}
-{%- if cookiecutter.training_loop in ("fit", "both") %}
-    train.add_argument(
-        "--steps-per-execution", type=positive_int, help="fit: steps per compiled call"
-    )
-{%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
-    train.add_argument(
-        "--mixed-precision",
-        action=argparse.BooleanOptionalAction,
-        help="mixed_float16 compute (default: on)",
-    )
-{%- endif %}
-    train.set_defaults(handler=run_train)
+    smoke.set_defaults(handler=run_gpu_smoke)
 {%- if cookiecutter.data_source == "tfrecord" %}
 
     make_data = commands.add_parser("make-data", help="write a sample TFRecord data set")
@@ -102,7 +124,8 @@ def build_parser():
     return parser
 
 
-def run_train(args):
+def config_from_args(args):
+    """The config file, overridden by the flags given (None: not given)."""
     overrides = {
         key: value
         for key, value in vars(args).items()
@@ -116,7 +139,11 @@ def run_train(args):
             " - run several workers instead (TF_CONFIG, or your cluster launcher)"
         )
 {%- endif %}
-    config = load_config(args.config, overrides)
+    return load_config(args.config, overrides)
+
+
+def run_train(args):
+    config = config_from_args(args)
     # The strategy first: it must exist before any other TensorFlow op.
     from {{ cookiecutter.package_name }}.strategy import make_strategy
     from {{ cookiecutter.package_name }}.training import train
@@ -130,6 +157,23 @@ def run_train(args):
 {%- endif %}
     train(config, strategy)
     return 0
+
+
+def run_doctor(args):
+    config = config_from_args(args)
+    from {{ cookiecutter.package_name }}.checks import doctor
+
+    report = doctor(config)
+    report.print()
+    return 0 if report.passed else 1
+
+
+def run_gpu_smoke(args):
+    from {{ cookiecutter.package_name }}.checks import gpu_smoke
+
+    report = gpu_smoke(load_config(None, {}), args.cpu_replicas)
+    report.print()
+    return 0 if report.passed else 1
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -143,8 +187,11 @@ def run_make_data(args):
 
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
     args = build_parser().parse_args(argv)
+    # The check commands print only their PASS/FAIL lines (and warnings).
+    quiet = args.command in ("doctor", "gpu-smoke")
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     try:
         return args.handler(args)
     except TrainerError as err:

@@ -34,7 +34,11 @@ def check_keras_version(version=None):
             " all-reduce or the loss scaling under tf.distribute - pip install 'keras>=3.8'"
         )
 {%- endif %}
-{%- if cookiecutter.distribution == "mirrored" %}
+
+
+def local_replicas(cpu_replicas=None):
+    """The replicas this machine should have: one per GPU, or the CPU replicas asked for."""
+    return cpu_replicas or max(len(tf.config.list_physical_devices("GPU")), 1)
 
 
 def use_cpu_replicas(count):
@@ -54,14 +58,23 @@ def use_cpu_replicas(count):
             " initialized its devices - call use_cpu_replicas() before any TensorFlow"
             " op (the CLI's --cpu-replicas does this for you)"
         ) from None
+{%- if cookiecutter.distribution == "mirrored" %}
 
 
 def make_strategy(cpu_replicas=None):
     """MirroredStrategy over every visible GPU, or `cpu_replicas` logical CPUs."""
+{%- else %}
+
+
+def make_local_strategy(cpu_replicas=None):
+    """MirroredStrategy over this machine's GPUs, or `cpu_replicas` logical CPUs
+    (gpu-smoke checks a machine with it)."""
+{%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version()
 {%- endif %}
     gpus = tf.config.list_physical_devices("GPU")
+    expected = local_replicas(cpu_replicas)
     if cpu_replicas is not None:
         if gpus:
             raise StrategyError(
@@ -72,10 +85,8 @@ def make_strategy(cpu_replicas=None):
         use_cpu_replicas(cpu_replicas)
         devices = [device.name for device in tf.config.list_logical_devices("CPU")]
         strategy = tf.distribute.MirroredStrategy(devices[:cpu_replicas])
-        expected = cpu_replicas
     else:
         strategy = tf.distribute.MirroredStrategy()
-        expected = max(len(gpus), 1)
     if strategy.num_replicas_in_sync != expected:
         raise StrategyError(
             f"expected {expected} replicas but the strategy has"
@@ -88,6 +99,7 @@ def make_strategy(cpu_replicas=None):
             " simulate N replicas)"
         )
     return strategy
+{%- if cookiecutter.distribution == "mirrored" %}
 
 
 def worker_count(strategy):

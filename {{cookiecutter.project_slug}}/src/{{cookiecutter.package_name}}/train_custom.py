@@ -66,6 +66,8 @@ def build_training_state(strategy, config):
 
 
 def per_example_loss(labels, logits):
+    # In float32 whatever the compute dtype: float16 loses the softmax's precision.
+    logits = tf.cast(logits, tf.float32)
     return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
@@ -78,6 +80,15 @@ def replica_loss(model, labels, logits, global_batch_size):
     if model.losses:
         loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
     return loss
+
+
+def distributed_batches(strategy, plan, seed):
+    """An iterator of global batches, each split across the replicas: every
+    replica's step receives global_batch_size // replicas examples."""
+    batches = training_batches(
+        plan.train_examples, plan.global_batch_size, seed=seed, repeat=plan.repeat
+    )
+    return iter(strategy.experimental_distribute_dataset(batches))
 
 
 def make_train_function(strategy, state, global_batch_size):
@@ -182,13 +193,7 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
     losses = []
     for epoch in range(int(state.epoch.numpy()), config.epochs):
         # The data order depends only on the seed and the epoch.
-        batches = training_batches(
-            plan.train_examples,
-            plan.global_batch_size,
-            seed=config.seed + epoch,
-            repeat=plan.repeat,
-        )
-        iterator = iter(strategy.experimental_distribute_dataset(batches))
+        iterator = distributed_batches(strategy, plan, seed=config.seed + epoch)
         progress = keras.utils.Progbar(steps, stateful_metrics=["loss"])
         state.metric.reset_state()
         loss_sum, done = 0.0, 0

@@ -106,6 +106,16 @@ def remove_worker_dir(path, model_dir):
     if Path(path) != Path(model_dir):
         shutil.rmtree(path, ignore_errors=True)
 {%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+
+
+def apply_precision_policy(config):
+    """The policy must be set before the model is built; float32 is for checks."""
+    if config.mixed_precision:
+        set_precision_policy()
+    else:
+        keras.mixed_precision.set_global_policy("float32")
+{%- endif %}
 
 
 def check_finite(loss, epoch, step):
@@ -129,11 +139,7 @@ def train(config, strategy):
     log.info("steps per epoch: %d", plan.steps_per_epoch)
     model_dir = prepare_model_dir(config.model_dir)
 {%- if cookiecutter.mixed_precision == "yes" %}
-    # The policy must be set before the model is built; float32 is for checks.
-    if config.mixed_precision:
-        set_precision_policy()
-    else:
-        keras.mixed_precision.set_global_policy("float32")
+    apply_precision_policy(config)
 {%- endif %}
     keras.utils.set_random_seed(config.seed)
     # Imported here: the loop modules build on this one.

@@ -1,0 +1,674 @@
+"""Checks that distribution really happens, run on a few batches.
+
+`doctor` checks your training code: it calls the very functions `train` uses
+(model builder, optimizer factory, data pipeline, {% if cookiecutter.training_loop == "fit" %}compiled model{% elif cookiecutter.training_loop == "custom" %}replica step{% else %}compiled model, replica step{% endif %}),
+so an edit that breaks synchronisation without any error shows up here, before
+it costs days of GPU time.
+`gpu-smoke` checks a machine: its GPUs, their all-reduce and one training step.
+
+Each check gives one line: `PASS <check>: <detail>` or `FAIL <check>: <reason> - <fix>`.
+"""
+
+import dataclasses
+{% if cookiecutter.keras_package == "keras3" %}
+import keras
+import numpy as np
+import tensorflow as tf
+{%- else %}
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+{%- endif %}
+
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.data import synthetic_arrays, training_batches
+from {{ cookiecutter.package_name }}.strategy import (
+{%- if cookiecutter.keras_package == "keras3" %}
+    check_keras_version,
+{%- endif %}
+    local_replicas,
+{%- if cookiecutter.distribution == "mirrored" %}
+    make_strategy,
+{%- else %}
+    make_local_strategy,
+    make_strategy,
+    worker_count,
+{%- endif %}
+)
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+from {{ cookiecutter.package_name }}.train_custom import (
+    build_training_state,
+    distributed_batches,
+    make_train_function,
+)
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+from {{ cookiecutter.package_name }}.train_fit import build_compiled_model
+{%- endif %}
+from {{ cookiecutter.package_name }}.training import RunPlan, {% if cookiecutter.mixed_precision == "yes" %}apply_precision_policy, {% endif %}plan_run
+
+SUM = tf.distribute.ReduceOp.SUM
+{%- if cookiecutter.training_loop == "both" %}
+
+LOOPS = ("fit", "custom")
+{%- endif %}
+{%- if cookiecutter.distribution == "mirrored" %}
+# With no GPU, the doctor splits the CPU: one replica could not show a sync error.
+DOCTOR_CPU_REPLICAS = 2
+{%- endif %}
+SYNC_STEPS = 4
+# Plain SGD at a fixed rate (Adam hides scaling errors): a scaling error moves
+# the weights by ~1e-2 in SYNC_STEPS steps, float rounding by ~1e-7.
+SYNC_LEARNING_RATE = 0.05
+WEIGHT_TOLERANCE = 1e-5
+LOSS_TOLERANCE = 1e-5
+
+# What to do when a check crashes inside the checked code.
+CRASH_FIXES = {
+    "replicas": "check CUDA_VISIBLE_DEVICES and the TensorFlow GPU install (pip install '.[gpu]')",
+    "dataset": "check load_examples and training_batches in data.py",
+    "variables": (
+        "build the model, the optimizer (with optimizer.build) and the metrics inside"
+        " `with strategy.scope():` (a Keras 3 model built outside it fails with an empty"
+        " AssertionError)"
+    ),
+    "batch-split": "check that the replica step runs through strategy.run",
+    "sync": "run `train` with the same flags to see the full traceback",
+    "upstream": "run `train` with the same flags to see the full traceback",
+    "gpu-visible": "check the TensorFlow GPU install (pip install '.[gpu]')",
+    "all-reduce": "check the GPU driver and NCCL install",
+    "step": "run `train` on this machine to see the full traceback",
+    "placement": "check CUDA_VISIBLE_DEVICES",
+    "mixed-float16": (
+        "compute the loss in float32 (see model.py) and check that the GPU supports"
+        " float16 (compute capability 7.0 or newer)"
+    ),
+}
+
+
+@dataclasses.dataclass
+class CheckResult:
+    name: str
+    passed: bool
+    detail: str
+
+    def __str__(self):
+        return f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.detail}"
+
+
+class CheckFailed(Exception):
+    """A failed check; the message reads `<reason> - <fix>`."""
+
+
+class Report:
+    """The results of a series of checks, in the order they ran."""
+
+    def __init__(self):
+        self.results = []
+
+    @property
+    def passed(self):
+        return bool(self.results) and all(result.passed for result in self.results)
+
+    def run(self, name, check, *args):
+        """Run `check(*args) -> (detail, value)`; return the value, or None if it failed."""
+        outcome = self.attempt(name, check, *args)
+        if outcome is None:
+            return None
+        detail, value = outcome
+        self.add(name, True, detail)
+        return value
+
+    def attempt(self, name, function, *args):
+        """Return `function(*args)`; on an error, record a failed `name` and return None."""
+        try:
+            return function(*args)
+        except (CheckFailed, TrainerError) as err:  # messages that already say what to do
+            self.add(name, False, str(err))
+        except Exception as err:  # a crash in the checked code is a failed check
+            lines = str(err).strip().splitlines()
+            message = lines[0][:300] if lines else "no message"
+            fix = CRASH_FIXES[name.split()[0]]
+            self.add(name, False, f"{type(err).__name__}: {message} - {fix}")
+        return None
+
+    def not_run(self, name, reason):
+        self.add(name, False, f"not run: {reason}")
+
+    def add(self, name, passed, detail):
+        self.results.append(CheckResult(name, passed, " ".join(detail.split())))
+
+    def print(self):
+        for result in self.results:
+            print(result, flush=True)
+
+
+def is_distributed(variable):
+    """True when the variable has a copy per replica (mirrored or sync-on-read)."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    return isinstance(variable.value, tf.distribute.DistributedValues)
+{%- else %}
+    return isinstance(variable, tf.distribute.DistributedValues)
+{%- endif %}
+
+
+def replica_copies(strategy, variable):
+    """The variable's value on each replica, as NumPy arrays."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    values = strategy.experimental_local_results(variable.value)
+{%- else %}
+    values = strategy.experimental_local_results(variable)
+{%- endif %}
+    return [value.numpy() for value in values]
+
+
+class BatchProbe:
+    """Stands in for the model inside the replica step and records the batch
+    size each replica's call sees (as traced: a static shape)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.batch_sizes = set()
+
+    def __call__(self, features, *args, **kwargs):
+        self.batch_sizes.add(features.shape[0])
+        return self.model(features, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+
+@dataclasses.dataclass
+class ProbeRun:
+    """What a few training steps with the project's own code left behind."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    metrics: list
+    # The reported training loss: the mean over the steps.
+    loss: float
+    # Batch sizes seen inside the replica step (None: not known when traced).
+    batch_sizes: set
+
+    def variables(self):
+        """(owner, variable) for every model, optimizer and metric variable."""
+        found, seen = [], set()
+        groups = [("model", self.model.weights), ("optimizer", self.optimizer.variables)]
+        groups += [("metric", metric.variables) for metric in self.metrics]
+        for owner, variables in groups:
+            for variable in variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    found.append((owner, variable))
+        return found
+
+    def synchronized_variables(self):
+        """Model and optimizer variables: their replica copies must be identical
+        (metric variables are summed on read, so their copies differ)."""
+        return [variable for owner, variable in self.variables() if owner != "metric"]
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+
+
+def run_fit_steps(strategy, config, plan, steps):
+    """`steps` steps of model.fit on the model from build_compiled_model."""
+    keras.utils.set_random_seed(config.seed)
+    model = build_compiled_model(strategy, config)
+    batch_sizes = set()
+    train_step = model.train_step
+
+    def probed_train_step(data):
+        batch_sizes.add(tf.nest.flatten(data)[0].shape[0])
+        return train_step(data)
+
+    # fit calls train_step inside strategy.run: it sees one replica's batch.
+    model.train_step = probed_train_step
+    batches = training_batches(
+        plan.train_examples, plan.global_batch_size, seed=config.seed, repeat=True
+    )
+    history = model.fit(batches, epochs=1, steps_per_epoch=steps, verbose=0)
+    return ProbeRun(
+        model, model.optimizer, model.metrics, float(history.history["loss"][-1]), batch_sizes
+    )
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+
+
+def run_custom_steps(strategy, config, plan, steps):
+    """`steps` steps of the custom loop's train function on its own data iterator."""
+    keras.utils.set_random_seed(config.seed)
+    state = build_training_state(strategy, config)
+    probe = BatchProbe(state.model)
+    train_steps = make_train_function(
+        strategy, dataclasses.replace(state, model=probe), plan.global_batch_size
+    )
+    iterator = distributed_batches(strategy, plan, seed=config.seed)
+    loss = float(train_steps(iterator, tf.constant(steps))) / steps
+    return ProbeRun(state.model, state.optimizer, [state.metric], loss, probe.batch_sizes)
+{%- endif %}
+
+
+def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps):
+{%- if cookiecutter.mixed_precision == "yes" %}
+    apply_precision_policy(config)
+{%- endif %}
+{%- if cookiecutter.training_loop == "both" %}
+    if loop == "fit":
+        return run_fit_steps(strategy, config, plan, steps)
+    return run_custom_steps(strategy, config, plan, steps)
+{%- elif cookiecutter.training_loop == "fit" %}
+    return run_fit_steps(strategy, config, plan, steps)
+{%- else %}
+    return run_custom_steps(strategy, config, plan, steps)
+{%- endif %}
+
+
+def sgd_config(config):
+    """The run's config with plain SGD under the float32 policy, for comparisons."""
+    return dataclasses.replace(
+        config,
+        optimizer="sgd",
+        learning_rate=SYNC_LEARNING_RATE,
+{%- if cookiecutter.mixed_precision == "yes" %}
+        mixed_precision=False,
+{%- endif %}
+    )
+
+
+def reference_strategy():
+    """One device of this machine: what N replicas must reproduce."""
+    device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+    return tf.distribute.MirroredStrategy([device])
+
+
+def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, split_ok=True):
+    """`steps` SGD steps on the strategy's replicas vs on one device, same global
+    batches: weights and reported loss must agree, replica copies be identical."""
+    config = sgd_config(config)
+    replicas = strategy.num_replicas_in_sync
+    distributed = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps)
+    single = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}reference_strategy(), config, plan, steps)
+    diverged = [
+        variable.name
+        for variable in distributed.synchronized_variables()
+        if not all_equal(replica_copies(strategy, variable))
+    ]
+    gap = max(
+        float(np.max(np.abs(left - right)))
+        for left, right in zip(
+            distributed.model.get_weights(), single.model.get_weights(), strict=True
+        )
+    )
+    ratio = distributed.loss / single.loss
+    detail = (
+        f"{steps} SGD step(s) on {replicas} replicas vs one device: weights differ by"
+        f" {gap:.1e}, loss {distributed.loss:.6f} vs {single.loss:.6f}"
+    )
+    if gap <= WEIGHT_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE and not diverged:
+        if replicas == 1:
+            detail += " (1 replica: nothing to compare - run with several GPUs or --cpu-replicas 2)"
+        return detail, True
+    raise CheckFailed(f"{detail}; {likely_cause(ratio, replicas, split_ok, diverged)}")
+
+
+def all_equal(arrays):
+    first, *others = arrays
+    return all(np.array_equal(first, other) for other in others)
+
+
+def likely_cause(loss_ratio, replicas, split_ok, diverged):
+    """Name the usual mistake behind a mismatch, from its signature."""
+    if diverged:
+        return (
+            f"replica copies of {', '.join(diverged[:3])} differ: they were created"
+            " outside strategy.scope() - create them inside `with strategy.scope():`"
+        )
+    if replicas > 1 and abs(loss_ratio * replicas - 1) < 0.01:
+        return (
+            f"the loss is 1/{replicas} of one device's: it is reduced with MEAN across"
+            " replicas - reduce with tf.distribute.ReduceOp.SUM (each replica's loss is"
+            " already divided by the global batch)"
+        )
+    if replicas > 1 and abs(loss_ratio / replicas - 1) < 0.1:
+        if not split_ok:
+            return (
+                f"every replica trains on the whole global batch, so gradients are"
+                f" {replicas}x too large: the dataset is not distributed - pass it"
+                " through strategy.experimental_distribute_dataset()"
+            )
+        return (
+            f"gradients are {replicas}x too large: the loss is averaged over the local"
+            " batch, not scaled by the global batch - use tf.nn.compute_average_loss("
+            "per_example_loss, global_batch_size=GLOBAL_BATCH) and reduce with SUM"
+        )
+    return (
+        "the replicas do not compute what one device computes - look for anything"
+        " done per replica in the step (gradient clipping, BatchNormalization without"
+        " synchronized=True, a manual all-reduce before apply_gradients)"
+    )
+
+
+# The doctor's checks. Each returns (detail, value) or raises CheckFailed.
+
+
+def check_local_replicas(cpu_replicas):
+    expected = local_replicas(cpu_replicas)
+{%- if cookiecutter.distribution == "mirrored" %}
+    strategy = make_strategy(cpu_replicas)
+{%- else %}
+    strategy = make_local_strategy(cpu_replicas)
+{%- endif %}
+    devices = ", ".join(strategy.extended.worker_devices)
+    if strategy.num_replicas_in_sync != expected:
+        raise CheckFailed(
+            f"{strategy.num_replicas_in_sync} replica(s) on {devices}, expected {expected}:"
+            " the other devices would sit idle - create the strategy with make_strategy()"
+            " and check CUDA_VISIBLE_DEVICES"
+        )
+    return f"{expected} replicas on {devices}", strategy
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def check_cluster_replicas():
+    strategy = make_strategy()
+    workers = worker_count(strategy)
+    expected = workers * local_replicas()
+    found = strategy.num_replicas_in_sync
+    if found != expected:
+        raise CheckFailed(
+            f"{found} replica(s), expected {expected} ({workers} worker(s) x"
+            f" {local_replicas()} device(s)) - check TF_CONFIG and CUDA_VISIBLE_DEVICES"
+        )
+    return f"{found} replicas on {workers} worker(s)", strategy
+{%- endif %}
+
+
+def check_dataset(config, strategy):
+    plan = plan_run(config, strategy)  # cardinality: finite, known, one global batch
+    batches = training_batches(
+        plan.train_examples, plan.global_batch_size, seed=config.seed, repeat=plan.repeat
+    )
+    batch_dimension = tf.nest.flatten(batches.element_spec)[0].shape[0]
+    if batch_dimension != plan.global_batch_size:
+        raise CheckFailed(
+            f"training batches have a batch dimension of {batch_dimension}, not the"
+            f" global batch {plan.global_batch_size}: a short batch can leave a replica"
+            " with no examples - batch with the global batch size and drop_remainder=True"
+        )
+    first = next(iter(strategy.experimental_distribute_dataset(batches)))
+    features = tf.nest.flatten(first)[0]
+    sizes = [int(part.shape[0]) for part in strategy.experimental_local_results(features)]
+    if min(sizes) == 0:
+        raise CheckFailed(
+            f"the first global batch splits into {sizes} examples per replica - every"
+            " replica needs at least one: use more data or a smaller batch"
+        )
+    return (
+        f"{plan.steps_per_epoch} steps per epoch of global batch {plan.global_batch_size},"
+        f" split {sizes} across replicas",
+        plan,
+    )
+
+
+def check_variables(run):
+    variables = run.variables()
+    local = [
+        f"{owner} {variable.name}"
+        for owner, variable in variables
+        if not is_distributed(variable)
+    ]
+    if local:
+        raise CheckFailed(
+            f"{len(local)} of {len(variables)} variables are not distributed"
+            f" ({', '.join(local[:3])}{', ...' if len(local) > 3 else ''}): they were"
+            " created outside strategy.scope(), so each replica updates its own copy"
+            " - create the model, the optimizer (and call optimizer.build) and the"
+            " metrics inside `with strategy.scope():`"
+        )
+    return f"all {len(variables)} model, optimizer and metric variables are distributed", True
+
+
+def check_batch_split(run, plan, replicas):
+    expected = plan.global_batch_size // replicas
+    seen = sorted(run.batch_sizes, key=str)
+    if seen == [expected]:
+        return (
+            f"each replica's step sees {expected} examples (global batch"
+            f" {plan.global_batch_size} / {replicas} replicas)",
+            True,
+        )
+    if None in seen:
+        raise CheckFailed(
+            "the batch size inside the replica step is unknown - batch with"
+            " drop_remainder=True so every replica gets global batch // replicas examples"
+        )
+    if replicas > 1 and seen == [plan.global_batch_size]:
+        raise CheckFailed(
+            f"each replica's step sees the whole global batch of {plan.global_batch_size},"
+            f" not {expected}: the dataset is not distributed - pass it through"
+            " strategy.experimental_distribute_dataset()"
+        )
+    raise CheckFailed(
+        f"the replica step sees batches of {seen}, expected {expected} - batch the"
+        " dataset with the global batch size and let the strategy split it"
+    )
+
+
+def check_upstream(config, replicas, runs):
+    """Options that are known to be broken upstream (facts, section 3)."""
+{%- if cookiecutter.keras_package == "keras3" %}
+    check_keras_version()
+    problems = []
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    if config.steps_per_execution > 1 and replicas > 1:
+        problems.append(
+            f"steps_per_execution={config.steps_per_execution} fails on several replicas"
+            " (https://github.com/keras-team/keras/issues/19246) - use 1, or the custom"
+            " loop's --steps-per-call"
+        )
+{%- endif %}
+    for run in runs:
+        optimizer = getattr(run.optimizer, "inner_optimizer", run.optimizer)
+        clipping = [
+            name for name in ("clipnorm", "global_clipnorm", "clipvalue")
+            if getattr(optimizer, name, None)
+        ]
+        if clipping and replicas > 1:
+            problems.append(
+                f"the optimizer's {'/'.join(clipping)} clips each replica's gradient before"
+                " the all-reduce in Keras 3, so results differ from one device - clip after"
+                " strategy.reduce(SUM) with tf.clip_by_global_norm in a custom loop"
+            )
+        if getattr(run.model, "jit_compile", False) is True and replicas > 1:
+            problems.append(
+                "jit_compile=True fails under MirroredStrategy with several replicas"
+                " (https://github.com/keras-team/keras/issues/19005) - compile with"
+                " jit_compile=False"
+            )
+    if problems:
+        raise CheckFailed("; ".join(dict.fromkeys(problems)))
+    return (
+        f"keras {keras.__version__}: no option known to be broken upstream"
+        " (steps_per_execution keras#19246, jit_compile keras#19005, gradient clipping)",
+        True,
+    )
+{%- else %}
+    return (
+        f"tf_keras {keras.__version__}: no option of this project is known to be broken"
+        " upstream",
+        True,
+    )
+{%- endif %}
+
+
+{%- if cookiecutter.distribution == "mirrored" %}
+
+
+def doctor(config):
+    """Every check of the training code; a Report whose `passed` says if all passed."""
+    cpu_replicas = config.cpu_replicas
+    if cpu_replicas is None and not tf.config.list_physical_devices("GPU"):
+        cpu_replicas = DOCTOR_CPU_REPLICAS
+    report = Report()
+    strategy = report.run("replicas", check_local_replicas, cpu_replicas)
+{%- else %}
+
+
+def doctor(config):
+    """Every check of the training code; a Report whose `passed` says if all passed."""
+    report = Report()
+    strategy = report.run("replicas", check_cluster_replicas)
+{%- endif %}
+    if strategy is None:
+        for name in ("dataset", "variables", "batch-split", "sync", "upstream"):
+            report.not_run(name, "no strategy (see the replicas check)")
+        return report
+    plan = report.run("dataset", check_dataset, config, strategy)
+{%- if cookiecutter.training_loop == "both" %}
+    runs = [check_training_step(report, loop, strategy, config, plan) for loop in LOOPS]
+{%- else %}
+    runs = [check_training_step(report, strategy, config, plan)]
+{%- endif %}
+    runs = [run for run in runs if run is not None]
+    report.run("upstream", check_upstream, config, strategy.num_replicas_in_sync, runs)
+    return report
+
+
+def check_training_step(report, {% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan):
+    """The variables, batch-split and sync checks{% if cookiecutter.training_loop == "both" %} of one loop{% endif %}; returns the probe run."""
+{%- if cookiecutter.training_loop == "both" %}
+    variables, batch_split, sync = (
+        f"{name} ({loop})" for name in ("variables", "batch-split", "sync")
+    )
+{%- else %}
+    variables, batch_split, sync = "variables", "batch-split", "sync"
+{%- endif %}
+    if plan is None:
+        for name in (variables, batch_split, sync):
+            report.not_run(name, "the dataset check failed")
+        return None
+    # One step with the run's own config (its optimizer, its precision).
+    run = report.attempt(variables, run_steps, {% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, 1)
+    if run is None:
+        for name in (batch_split, sync):
+            report.not_run(name, "the training step failed (see variables)")
+        return None
+    replicas = strategy.num_replicas_in_sync
+    report.run(variables, check_variables, run)
+    split_ok = report.run(batch_split, check_batch_split, run, plan, replicas)
+    steps = min(SYNC_STEPS, plan.steps_per_epoch)
+    report.run(
+        sync, compare_with_one_device, {% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, split_ok is not None
+    )
+    return run
+
+
+# gpu-smoke: is this machine's set-up sound? Synthetic data, so it needs nothing else.
+
+
+def check_gpu_visible():
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        raise CheckFailed(
+            "no GPU visible - check nvidia-smi, CUDA_VISIBLE_DEVICES and the TensorFlow"
+            " GPU install (pip install '.[gpu]'); `gpu-smoke --cpu-replicas 2` runs the"
+            " other checks on CPUs"
+        )
+    return f"{len(gpus)} GPU(s): {', '.join(gpu.name for gpu in gpus)}", gpus
+
+
+def check_all_reduce(strategy):
+    """Each replica contributes its id + 1; every replica must get N(N+1)/2."""
+
+    def replica_fn():
+        context = tf.distribute.get_replica_context()
+        own = tf.cast(context.replica_id_in_sync_group + 1, tf.float32)
+        return context.all_reduce(SUM, own)
+
+    results = strategy.run(tf.function(replica_fn))
+    values = [float(value) for value in strategy.experimental_local_results(results)]
+    replicas = strategy.num_replicas_in_sync
+    expected = replicas * (replicas + 1) / 2
+    if values != [expected] * replicas:
+        raise CheckFailed(
+            f"replica-id all-reduce gave {values}, expected {expected} on each of"
+            f" {replicas} replicas: the devices do not exchange values - check the GPU"
+            " driver and NCCL install"
+        )
+    return f"replica-id all-reduce gives {expected:g} on each of {replicas} replicas", True
+
+
+def check_placement(strategy):
+    """Replica i's output lives on the strategy's i-th GPU, each on its own."""
+
+    def replica_fn():
+        context = tf.distribute.get_replica_context()
+        return tf.fill([1], tf.cast(context.replica_id_in_sync_group, tf.float32))
+
+    results = strategy.experimental_local_results(strategy.run(tf.function(replica_fn)))
+    placed = [tf.DeviceSpec.from_string(result.device) for result in results]
+    wanted = [tf.DeviceSpec.from_string(device) for device in strategy.extended.worker_devices]
+    wrong = [
+        f"replica {index} on {spec.device_type}:{spec.device_index}"
+        for index, (spec, target) in enumerate(zip(placed, wanted, strict=True))
+        if spec.device_type != "GPU" or spec.device_index != target.device_index
+    ]
+    if wrong:
+        raise CheckFailed(
+            f"{', '.join(wrong)}: replicas do not run on their own GPU - check"
+            " CUDA_VISIBLE_DEVICES and that nothing pins ops to a device"
+        )
+    return f"replica i runs on GPU:i for all {len(results)} replicas", True
+
+
+def synthetic_plan(global_batch_size, steps=SYNC_STEPS):
+    """A few global batches of the synthetic task, in memory."""
+    examples = tf.data.Dataset.from_tensor_slices(
+        synthetic_arrays(steps * global_batch_size, seed=0)
+    )
+    return RunPlan(
+        global_batch_size=global_batch_size,
+        steps_per_epoch=steps,
+        train_examples=examples,
+        eval_examples=examples,
+        repeat=False,
+    )
+
+
+def check_mixed_step(strategy, config, plan):
+    """One mixed_float16 step: float16 compute, float32 weights, finite values."""
+{%- if cookiecutter.mixed_precision == "yes" %}
+    mixed = dataclasses.replace(config, mixed_precision=True)
+    run = run_steps({% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, mixed, plan, 1)
+    apply_precision_policy(sgd_config(config))
+{%- else %}
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        run = run_steps({% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, config, plan, 1)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+{%- endif %}
+    weights = run.model.get_weights()
+    if not np.isfinite(run.loss) or not all(np.isfinite(weight).all() for weight in weights):
+        raise CheckFailed(
+            f"one mixed_float16 step gave loss {run.loss} or non-finite weights - keep the"
+            " output layer in float32 and use a LossScaleOptimizer"
+        )
+    return f"one mixed_float16 step: loss {run.loss:.4f}, weights finite", True
+
+
+def gpu_smoke(config, cpu_replicas=None):
+    """The machine checks; with `cpu_replicas`, all but GPU placement on logical CPUs."""
+    report = Report()
+    if cpu_replicas is None and report.run("gpu-visible", check_gpu_visible) is None:
+        return report
+    strategy = report.run("replicas", check_local_replicas, cpu_replicas)
+    if strategy is None:
+        return report
+    report.run("all-reduce", check_all_reduce, strategy)
+    replicas = strategy.num_replicas_in_sync
+    plan = synthetic_plan(config.per_replica_batch_size * replicas)
+    report.run("step", compare_with_one_device, {% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, config, plan, 1)
+    if cpu_replicas is None:
+        report.run("placement", check_placement, strategy)
+    report.run("mixed-float16", check_mixed_step, strategy, config, plan)
+    return report

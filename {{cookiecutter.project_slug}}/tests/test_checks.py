@@ -1,0 +1,314 @@
+"""The doctor passes on this project's training code, and fails, naming the
+right check and cause, on each classic way to break distribution silently.
+The broken variants replace the project's own functions, as a user's edit would.
+"""
+
+{%- if cookiecutter.distribution == "mirrored" %}
+{%- if cookiecutter.keras_package == "keras3" %}
+
+import keras
+import pytest
+import tensorflow as tf
+{%- else %}
+
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+{%- endif %}
+from conftest import REPLICAS
+
+from {{ cookiecutter.package_name }} import checks
+{%- if cookiecutter.training_loop in ("custom", "both") %}, train_custom{% endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}, train_fit{% endif %}
+from {{ cookiecutter.package_name }}.checks import doctor
+from {{ cookiecutter.package_name }}.config import TrainConfig
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+from {{ cookiecutter.package_name }}.data import training_batches
+{%- endif %}
+from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+from {{ cookiecutter.package_name }}.train_custom import TrainingState, per_example_loss
+{%- endif %}
+{%- else %}
+
+import pytest
+from conftest import REPLICAS
+
+from {{ cookiecutter.package_name }}.checks import doctor
+from {{ cookiecutter.package_name }}.config import TrainConfig
+{%- endif %}
+{%- if cookiecutter.training_loop == "both" %}
+
+
+def named(check, loop):
+    return f"{check} ({loop})"
+{%- else %}
+
+
+def named(check, loop):
+    return check
+{%- endif %}
+
+
+@pytest.fixture
+def config({% if cookiecutter.data_source == "tfrecord" %}data_dir{% endif %}):
+    """The project's defaults (its own optimizer and precision) on 2 replicas."""
+    return TrainConfig(
+{%- if cookiecutter.distribution == "mirrored" %}
+        cpu_replicas=REPLICAS,
+{%- endif %}
+{%- if cookiecutter.data_source == "tfrecord" %}
+        data_dir=str(data_dir),
+{%- endif %}
+    )
+
+
+def failures(report):
+    return {result.name: result.detail for result in report.results if not result.passed}
+{%- if cookiecutter.distribution == "mirrored" %}
+
+
+def test_doctor_passes_on_the_generated_code(config):
+    report = doctor(config)
+    assert failures(report) == {}
+    assert report.passed
+    names = [result.name for result in report.results]
+{%- if cookiecutter.training_loop == "both" %}
+    per_loop = [
+        named(check, loop)
+        for loop in ("fit", "custom")
+        for check in ("variables", "batch-split", "sync")
+    ]
+    assert names == ["replicas", "dataset", *per_loop, "upstream"]
+{%- else %}
+    assert names == ["replicas", "dataset", "variables", "batch-split", "sync", "upstream"]
+{%- endif %}
+    details = {result.name: result.detail for result in report.results}
+    assert details["replicas"].startswith(f"{REPLICAS} replicas")
+    sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
+    assert f"on {REPLICAS} replicas vs one device" in details[sync]
+
+
+def one_replica(cpu_replicas=None):
+    return tf.distribute.MirroredStrategy(["/cpu:0"])
+
+
+def test_one_replica_when_two_were_asked_fails_replicas(config, monkeypatch):
+    monkeypatch.setattr(checks, "make_strategy", one_replica)
+    failed = failures(doctor(config))
+    assert failed["replicas"].startswith("1 replica(s) on ")
+    assert f"expected {REPLICAS}" in failed["replicas"]
+
+
+def batches_with_a_short_last_batch(examples, global_batch_size, seed, repeat=False):
+    return examples.shuffle(1000, seed=seed).batch(global_batch_size)
+
+
+def test_a_possibly_empty_replica_batch_fails_dataset(config, monkeypatch):
+    monkeypatch.setattr(checks, "training_batches", batches_with_a_short_last_batch)
+    failed = failures(doctor(config))
+    assert "batch dimension of None" in failed["dataset"]
+    assert "drop_remainder=True" in failed["dataset"]
+    sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
+    assert failed[sync] == "not run: the dataset check failed"
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+
+
+def compile_under(strategy, model, optimizer):
+    with strategy.scope():
+        model.compile(
+            optimizer=optimizer,
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        )
+    return model
+
+
+def fit_model_built_outside_the_scope(strategy, config):
+    model = build_model()
+    with strategy.scope():
+        optimizer = make_optimizer(config.optimizer, config.learning_rate)
+    return compile_under(strategy, model, optimizer)
+
+
+def fit_optimizer_created_outside_the_scope(strategy, config):
+    optimizer = make_optimizer(config.optimizer, config.learning_rate)
+    with strategy.scope():
+        model = build_model()
+    return compile_under(strategy, model, optimizer)
+
+
+@pytest.mark.parametrize(
+    "broken_builder",
+    [fit_model_built_outside_the_scope, fit_optimizer_created_outside_the_scope],
+    ids=["model-outside-scope", "optimizer-outside-scope"],
+)
+def test_fit_built_outside_the_scope_fails_variables(config, monkeypatch, broken_builder):
+    monkeypatch.setattr(checks, "build_compiled_model", broken_builder)
+    failed = failures(doctor(config))
+    assert named("variables", "fit") in failed
+    assert "strategy.scope()" in failed[named("variables", "fit")]
+{%- if cookiecutter.keras_package == "keras3" %}
+
+
+def test_steps_per_execution_on_keras3_fails_upstream(config):
+    config.steps_per_execution = 2
+    failed = failures(doctor(config))
+    assert "https://github.com/keras-team/keras/issues/19246" in failed["upstream"]
+
+
+def clipping_optimizer(name, learning_rate):
+    return keras.optimizers.SGD(learning_rate=learning_rate, clipnorm=1.0)
+
+
+def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
+    monkeypatch.setattr(train_fit, "make_optimizer", clipping_optimizer)
+    failed = failures(doctor(config))
+    assert "clipnorm clips each replica's gradient" in failed["upstream"]
+{%- endif %}
+{%- endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+
+
+def state_from(model, optimizer, strategy):
+    with strategy.scope():
+        metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
+    return TrainingState(model, optimizer, metric, epoch, checkpoint)
+
+
+def custom_model_built_outside_the_scope(strategy, config):
+    model = build_model()
+    with strategy.scope():
+        optimizer = make_optimizer(config.optimizer, config.learning_rate)
+        optimizer.build(model.trainable_variables)
+    return state_from(model, optimizer, strategy)
+
+
+def custom_optimizer_created_and_built_outside_the_scope(strategy, config):
+    with strategy.scope():
+        model = build_model()
+    # The silent case (Keras 3 and tf_keras alike): no error, slots not mirrored.
+    optimizer = make_optimizer(config.optimizer, config.learning_rate)
+    optimizer.build(model.trainable_variables)
+    return state_from(model, optimizer, strategy)
+
+
+@pytest.mark.parametrize(
+    "broken_builder, expected",
+    [
+        # Loud (TensorFlow refuses to colocate slots with a plain variable).
+        (custom_model_built_outside_the_scope, "strategy.scope()"),
+        # Silent in training: only the doctor notices.
+        (custom_optimizer_created_and_built_outside_the_scope, "not distributed (optimizer "),
+    ],
+    ids=["model-outside-scope", "optimizer-outside-scope"],
+)
+def test_custom_loop_state_built_outside_the_scope_fails_variables(
+    config, monkeypatch, broken_builder, expected
+):
+{%- if cookiecutter.mixed_precision == "yes" %}
+    config.mixed_precision = False  # the broken builders skip the LossScaleOptimizer
+{%- endif %}
+    monkeypatch.setattr(checks, "build_training_state", broken_builder)
+    failed = failures(doctor(config))
+    detail = failed[named("variables", "custom")]
+    assert expected in detail
+    assert "inside `with strategy.scope():`" in detail
+
+
+def undistributed_batches(strategy, plan, seed):
+    return iter(training_batches(plan.train_examples, plan.global_batch_size, seed=seed))
+
+
+def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):
+    loss = tf.reduce_mean(per_example_loss(labels, logits))
+    return loss + tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+
+
+def test_dataset_not_distributed_fails_batch_split_and_sync(config, monkeypatch):
+    monkeypatch.setattr(checks, "distributed_batches", undistributed_batches)
+    failed = failures(doctor(config))
+    assert "the dataset is not distributed" in failed[named("batch-split", "custom")]
+    assert "the dataset is not distributed" in failed[named("sync", "custom")]
+
+
+def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
+    monkeypatch.setattr(train_custom, "replica_loss", replica_loss_averaged_over_the_local_batch)
+    failed = failures(doctor(config))
+    # The data is split correctly: only the loss scaling is wrong.
+    assert named("batch-split", "custom") not in failed
+    assert "averaged over the local batch" in failed[named("sync", "custom")]
+
+
+def test_loss_reduced_with_mean_fails_sync(config, monkeypatch):
+    monkeypatch.setattr(train_custom, "SUM", tf.distribute.ReduceOp.MEAN)
+    failed = failures(doctor(config))
+    assert "reduced with MEAN" in failed[named("sync", "custom")]
+    assert f"1/{REPLICAS} of one device's" in failed[named("sync", "custom")]
+{%- endif %}
+{%- else %}
+
+
+def test_doctor_passes_on_a_single_worker(config):
+    report = doctor(config)
+    assert failures(report) == {}
+    assert report.results[0].detail == "1 replicas on 1 worker(s)"
+{%- endif %}
+
+
+def check_lines(output):
+    """{check name: (passed, detail)} from the PASS/FAIL lines of a check command."""
+    lines = [line for line in output.splitlines() if line.startswith(("PASS ", "FAIL "))]
+    return {
+        line[5:].split(": ", 1)[0]: (line.startswith("PASS"), line.split(": ", 1)[1])
+        for line in lines
+    }
+
+
+def test_doctor_command_exit_status(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    common = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir), {% endif %}"--per-replica-batch-size"]
+    passing = cli("doctor", *common, "16")
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert all(passed for passed, _ in check_lines(passing.stdout).values())
+    # More than the data holds: the dataset check fails, and so does the command.
+    failing = cli("doctor", *common, "100000")
+    assert failing.returncode == 1
+    passed, detail = check_lines(failing.stdout)["dataset"]
+    assert not passed and "fewer than one global batch" in detail
+
+
+# gpu-smoke runs in a fresh process, as users run it: several MirroredStrategy
+# objects over the same devices in one process reuse collective keys, and a
+# collective of another shape under a reused key fails ("Shape mismatch in the
+# collective instance 100").
+
+
+def test_gpu_smoke_on_logical_cpus(cli):
+    result = cli("gpu-smoke", "--cpu-replicas", str(REPLICAS))
+    checks_run = check_lines(result.stdout)
+    assert list(checks_run) == ["replicas", "all-reduce", "step", "mixed-float16"]
+    assert all(passed for passed, _ in checks_run.values()), result.stdout
+    assert result.returncode == 0
+    expected_sum = REPLICAS * (REPLICAS + 1) // 2
+    assert checks_run["all-reduce"][1] == (
+        f"replica-id all-reduce gives {expected_sum} on each of {REPLICAS} replicas"
+    )
+
+
+def test_gpu_smoke_without_a_gpu_says_so(cli):
+    result = cli("gpu-smoke")
+    assert result.returncode == 1
+    assert result.stdout.startswith("FAIL gpu-visible: no GPU visible - ")
+
+
+@pytest.mark.gpu
+def test_gpu_smoke_on_this_machines_gpus(cli):
+    result = cli("gpu-smoke", gpus=True)
+    checks_run = check_lines(result.stdout)
+    assert list(checks_run) == [
+        "gpu-visible", "replicas", "all-reduce", "step", "placement", "mixed-float16"
+    ]
+    assert all(passed for passed, _ in checks_run.values()), result.stdout
+    assert result.returncode == 0
