@@ -237,6 +237,8 @@ CONDITIONAL_FILES = {
     "tests/test_custom_loop.py": lambda o: o["training_loop"] in ("custom", "both"),
     "src/PKG/cluster.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_cluster.py": lambda o: o["distribution"] == "multi_worker",
+    "src/PKG/launch.py": lambda o: o["distribution"] == "multi_worker",
+    "tests/test_launch.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "slurm/train.sbatch": lambda o: o["launcher"] == "slurm",

@@ -61,6 +61,7 @@ def test_cpu_replicas_is_refused_for_multi_worker(cli):
     result = cli("train", "--cpu-replicas", "2")
     assert result.returncode == 2
     assert "one CPU replica per worker" in result.stderr
+    assert "launch --workers N -- train" in result.stderr
 
 
 def test_malformed_tf_config_is_refused_before_training(cli, tmp_path):

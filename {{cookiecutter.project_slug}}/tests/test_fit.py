@@ -67,6 +67,7 @@ def test_steps_per_execution_is_refused_on_several_replicas(two_replicas, sgd_co
 @pytest.mark.upstream
 @pytest.mark.xfail(
     strict=True,
+    raises=tf.errors.InvalidArgumentError,
     reason="keras-team/keras#19246: steps_per_execution > 1 fails on several replicas;"
     " when this passes, upstream is fixed: drop check_steps_per_execution",
 )

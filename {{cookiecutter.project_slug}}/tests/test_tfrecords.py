@@ -32,6 +32,23 @@ def test_make_data_round_trips_through_load_examples(tmp_path):
     np.testing.assert_array_equal(labels[order], expected_labels[expected_order])
 
 
+@pytest.mark.parametrize(
+    "workers, train_policy",
+    [(1, "FILE"), (3, "FILE"), (4, "DATA")],
+    ids=["one-worker", "a-file-per-worker", "more-workers-than-files"],
+)
+def test_each_split_shards_by_file_only_when_every_worker_gets_one(tmp_path, workers, train_policy):
+    make_data(tmp_path, num_files=3, examples=90)  # 3 train files, 1 eval file
+    train, evaluation = load_examples(TrainConfig(data_dir=str(tmp_path)), num_workers=workers)
+    eval_policy = "FILE" if workers == 1 else "DATA"
+    assert shard_policy(train) == train_policy
+    assert shard_policy(evaluation) == eval_policy
+
+
+def shard_policy(dataset):
+    return dataset.options().experimental_distribute.auto_shard_policy.name
+
+
 def test_missing_data_directory_is_refused(tmp_path):
     with pytest.raises(RecordError, match="does not exist - create it with `make-data"):
         load_examples(TrainConfig(data_dir=str(tmp_path / "nope")))

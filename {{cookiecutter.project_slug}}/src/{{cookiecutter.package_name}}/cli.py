@@ -1,17 +1,24 @@
 """Command line: `{{ cookiecutter.project_slug }} COMMAND ...`.
 
-Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data{% endif %}.
+Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
 """
 
 import argparse
 import logging
 import os
+{%- if cookiecutter.distribution == "multi_worker" %}
+import signal
+{%- endif %}
 import sys
 
 from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.config import load_config
 
 PROG = "{{ cookiecutter.project_slug }}"
+{%- if cookiecutter.distribution == "multi_worker" %}
+# The commands `launch` runs on every worker.
+WORKER_COMMANDS = ("train", "doctor")
+{%- endif %}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -112,6 +119,25 @@ def build_parser():
         help="CPU-only machines: run every check but GPU placement on N logical CPUs",
     )
     smoke.set_defaults(handler=run_gpu_smoke)
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+    launch = commands.add_parser(
+        "launch", help="run a command as N local workers (development and CI)"
+    )
+    launch.add_argument("--workers", type=positive_int, required=True)
+    launch.add_argument(
+        "--gpus-per-worker",
+        type=positive_int,
+        help="give worker I the GPUs I*K .. I*K+K-1 (default: CPU only)",
+    )
+    launch.add_argument(
+        "worker_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS]",
+        help="what every worker runs: " + " or ".join(WORKER_COMMANDS),
+    )
+    launch.set_defaults(handler=run_launch)
+{%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
     make_data = commands.add_parser("make-data", help="write a sample TFRecord data set")
@@ -136,7 +162,7 @@ def config_from_args(args):
         raise TrainerError(
             "--cpu-replicas does not apply to multi-worker training:"
             " MultiWorkerMirroredStrategy has one CPU replica per worker"
-            " - run several workers instead (TF_CONFIG, or your cluster launcher)"
+            f" - run several workers instead: {PROG} launch --workers N -- {args.command} ..."
         )
 {%- endif %}
     return load_config(args.config, overrides)
@@ -166,6 +192,31 @@ def run_doctor(args):
     report = doctor(config)
     report.print()
     return 0 if report.passed else 1
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def run_launch(args):
+    command = args.worker_command
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command or command[0] not in WORKER_COMMANDS:
+        given = " ".join(command) or "nothing"
+        raise TrainerError(
+            f"launch runs {' or '.join(WORKER_COMMANDS)} on every worker, not {given}"
+            f" - e.g. {PROG} launch --workers 2 -- train --epochs 1"
+        )
+    from {{ cookiecutter.package_name }}.launch import launch
+
+    # A SIGTERM to the launcher (a CI timeout, kill) stops the workers too.
+    signal.signal(signal.SIGTERM, exit_on_sigterm)
+    worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
+    return launch(args.workers, worker_argv, args.gpus_per_worker)
+
+
+
+def exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+{%- endif %}
 
 
 def run_gpu_smoke(args):

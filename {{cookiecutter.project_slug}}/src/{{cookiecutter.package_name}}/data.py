@@ -75,19 +75,22 @@ def load_examples(config, num_workers=1):
     evaluation = tf.data.Dataset.from_tensor_slices(synthetic_arrays(EVAL_EXAMPLES, seed=1))
     # In-memory data has no files to shard by: each worker takes every N-th batch.
     policy = tf.data.experimental.AutoShardPolicy.DATA
-{%- else %}
-    train_files = tfrecords.find_files(config.data_dir, "train")
-    eval_files = tfrecords.find_files(config.data_dir, "eval")
-    train = tfrecords.read_examples(train_files, NUM_FEATURES)
-    evaluation = tfrecords.read_examples(eval_files, NUM_FEATURES)
-    # Whole files per worker when every worker can get one; else every N-th batch.
-    if len(train_files) >= num_workers:
-        policy = tf.data.experimental.AutoShardPolicy.FILE
-    else:
-        policy = tf.data.experimental.AutoShardPolicy.DATA
-{%- endif %}
     log.info("input sharding across workers: %s", policy.name)
     return with_shard_policy(train, policy), with_shard_policy(evaluation, policy)
+{%- else %}
+    splits = []
+    for split in ("train", "eval"):
+        files = tfrecords.find_files(config.data_dir, split)
+        # Whole files per worker when every worker can get one; else every N-th batch.
+        if len(files) >= num_workers:
+            policy = tf.data.experimental.AutoShardPolicy.FILE
+        else:
+            policy = tf.data.experimental.AutoShardPolicy.DATA
+        log.info("%s input sharding across workers: %s (%d files)", split, policy.name, len(files))
+        splits.append(with_shard_policy(tfrecords.read_examples(files, NUM_FEATURES), policy))
+    train, evaluation = splits
+    return train, evaluation
+{%- endif %}
 
 
 def with_shard_policy(dataset, policy):

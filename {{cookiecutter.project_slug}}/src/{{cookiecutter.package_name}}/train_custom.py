@@ -21,6 +21,7 @@ from {{ cookiecutter.package_name }}.training import (
     METRIC_NAME,
     TrainingResult,
     check_finite,
+    fingerprint,
     log_epoch,
 {%- if cookiecutter.distribution == "multi_worker" %}
     remove_worker_dir,
@@ -182,8 +183,15 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
 {%- endif %}
     state = build_training_state(strategy, config)
     manager = tf.train.CheckpointManager(state.checkpoint, str(write_dir / "backup"), max_to_keep=2)
+{%- if cookiecutter.distribution == "multi_worker" %}
+    # Every worker restores the chief's checkpoint: all must resume from the same step.
+    latest = tf.train.latest_checkpoint(str(model_dir / "backup"))
+    if latest:
+        state.checkpoint.restore(latest).assert_consumed()
+{%- else %}
     if manager.latest_checkpoint:
         state.checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+{%- endif %}
         log.info("resumed from epoch %d step 0", int(state.epoch.numpy()))
     else:
         log.info("starting fresh")
@@ -228,4 +236,5 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
         eval_loss=eval_loss,
         eval_metric=eval_metric,
         weights_path=str(weights_path),
+        weights_fingerprint=fingerprint(state.model.get_weights()),
     )

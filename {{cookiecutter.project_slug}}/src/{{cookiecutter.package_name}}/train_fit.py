@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }}.training import (
 {%- endif %}
     TrainingResult,
     check_finite,
+    fingerprint,
     log_epoch,
 {%- if cookiecutter.distribution == "multi_worker" %}
     remove_worker_dir,
@@ -86,7 +87,13 @@ def train_with_fit(config, strategy, plan, model_dir):
         # EpochLog first: it stops a NaN epoch before BackupAndRestore saves it.
         EpochLog(config.epochs),
         keras.callbacks.TerminateOnNaN(),
+{%- if cookiecutter.distribution == "multi_worker" %}
+        # The same directory on every worker: the callback itself keeps only the
+        # chief's copy, and every worker restores it.
+        keras.callbacks.BackupAndRestore(str(model_dir / "backup")),
+{%- else %}
         keras.callbacks.BackupAndRestore(str(write_dir / "backup")),
+{%- endif %}
         keras.callbacks.TensorBoard(str(write_dir / "logs")),
     ]
     history = model.fit(
@@ -115,4 +122,5 @@ def train_with_fit(config, strategy, plan, model_dir):
         eval_loss=float(eval_loss),
         eval_metric=float(eval_metric),
         weights_path=str(weights_path),
+        weights_fingerprint=fingerprint(model.get_weights()),
     )

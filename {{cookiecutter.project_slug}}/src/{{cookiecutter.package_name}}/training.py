@@ -1,18 +1,20 @@
 """Run one training job: plan the data for the strategy, train, evaluate, summarize."""
 
 import dataclasses
+import hashlib
 import json
 import logging
 import math
 {%- if cookiecutter.distribution == "multi_worker" %}
 import shutil
-import tempfile
 {%- endif %}
 from pathlib import Path
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
+import numpy as np
 import tensorflow as tf
 {%- else %}
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
@@ -64,6 +66,8 @@ class TrainingResult:
     eval_loss: float
     eval_metric: float
     weights_path: str
+    # Equal fingerprints: bit-identical final weights (replicas, workers, reruns).
+    weights_fingerprint: str
 
 
 def plan_run(config, strategy):
@@ -94,12 +98,15 @@ def prepare_model_dir(path):
 
 
 def worker_dir(model_dir, strategy):
-    """Where this worker writes: the model directory on the chief, a temporary
-    one elsewhere (every worker must take part in saving; only the chief's copy
-    is kept)."""
+    """Where this worker writes: the model directory on the chief, a scratch
+    directory of its own elsewhere (every worker must take part in saving; only
+    the chief's copy is kept). A restarted worker starts its scratch afresh."""
     if is_chief(strategy):
         return model_dir
-    return Path(tempfile.mkdtemp(prefix="worker-", dir=model_dir))
+    scratch = model_dir / f".worker-{strategy.cluster_resolver.task_id}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    return scratch
 
 
 def remove_worker_dir(path, model_dir):
@@ -116,6 +123,14 @@ def apply_precision_policy(config):
     else:
         keras.mixed_precision.set_global_policy("float32")
 {%- endif %}
+
+
+def fingerprint(weights):
+    """A short hash of a list of weight arrays."""
+    digest = hashlib.sha256()
+    for array in weights:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def check_finite(loss, epoch, step):
@@ -177,7 +192,9 @@ def train(config, strategy):
         "eval_loss": result.eval_loss,
         "eval_metric": result.eval_metric,
         "weights_path": result.weights_path,
+        "weights_fingerprint": result.weights_fingerprint,
     }
+    log.info("final weights fingerprint: %s", result.weights_fingerprint)
     log.info(
         "done: replicas %d, global batch %d, eval loss %.4f, eval %s %.4f",
         summary["replicas"],

@@ -1,0 +1,132 @@
+"""A local multi-worker launcher for development and CI.
+
+`{{ cookiecutter.project_slug }} launch --workers N -- COMMAND [ARGS]` starts N workers of
+this project on localhost, each with its own free port and TF_CONFIG, prefixes
+every line they print with `[worker I]`, and stops them all as soon as one fails.
+On a cluster, the TFJob operator (Kubernetes) or Slurm starts the workers instead.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from {{ cookiecutter.package_name }} import TrainerError
+
+# How long a worker gets to exit after SIGTERM before it is killed.
+STOP_GRACE_SECONDS = 5
+POLL_SECONDS = 0.2
+
+
+class LaunchError(TrainerError):
+    pass
+
+
+def free_ports(count):
+    """`count` distinct ports that are free on localhost right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("localhost", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def worker_tf_configs(ports):
+    """One TF_CONFIG (JSON text) per worker of a localhost cluster on `ports`."""
+    cluster = {"worker": [f"localhost:{port}" for port in ports]}
+    return [
+        json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        for index in range(len(ports))
+    ]
+
+
+def worker_environment(tf_config, index, gpus_per_worker):
+    """The worker's environment: its TF_CONFIG and its own GPUs (none: CPU only)."""
+    if gpus_per_worker:
+        first = index * gpus_per_worker
+        devices = ",".join(str(gpu) for gpu in range(first, first + gpus_per_worker))
+    else:
+        devices = "-1"
+    return {**os.environ, "TF_CONFIG": tf_config, "CUDA_VISIBLE_DEVICES": devices}
+
+
+def forward_output(process, prefix, lock):
+    for line in process.stdout:
+        with lock:
+            sys.stdout.write(f"{prefix} {line}")
+            sys.stdout.flush()
+
+
+def stop(processes):
+    """SIGTERM every worker still running, then SIGKILL those that do not exit."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def describe_exit(code):
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def launch(workers, command, gpus_per_worker=None):
+    """Run `command` (an argv list) as `workers` local workers; return the exit status:
+    0 when every worker succeeds, 1 as soon as one fails (the others are stopped)."""
+    if workers < 1:
+        raise LaunchError(f"--workers {workers}: need at least 1 worker - use --workers 2")
+    lock = threading.Lock()
+    processes, forwarders = [], []
+    try:
+        for index, tf_config in enumerate(worker_tf_configs(free_ports(workers))):
+            process = subprocess.Popen(
+                command,
+                env=worker_environment(tf_config, index, gpus_per_worker),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+            )
+            processes.append(process)
+            log(lock, f"worker {index}: pid {process.pid}, TF_CONFIG {tf_config}")
+            forwarder = threading.Thread(
+                target=forward_output, args=(process, f"[worker {index}]", lock), daemon=True
+            )
+            forwarder.start()
+            forwarders.append(forwarder)
+        while True:
+            codes = [process.poll() for process in processes]
+            failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
+            if failed:
+                index, code = failed[0]
+                log(lock, f"error: worker {index} {describe_exit(code)} - stopping the others")
+                stop(processes)
+                return 1
+            if all(code == 0 for code in codes):
+                return 0
+            time.sleep(POLL_SECONDS)
+    finally:
+        stop(processes)
+        for forwarder in forwarders:
+            forwarder.join(timeout=STOP_GRACE_SECONDS)
+
+
+def log(lock, message):
+    with lock:
+        print(f"[launch] {message}", flush=True)
