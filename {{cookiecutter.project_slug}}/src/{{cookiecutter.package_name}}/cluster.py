@@ -6,6 +6,9 @@ field that is wrong.
 
 import json
 import os
+{%- if cookiecutter.launcher == "slurm" %}
+import sys
+{%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
 
@@ -78,9 +81,14 @@ def tf_config_from_slurm(port, gpus_per_node):
 
     `gpus_per_node` is given so the resolver does not run nvidia-smi.
     """
-    from tensorflow.distribute.cluster_resolver import SlurmClusterResolver
+    import tensorflow as tf
 
-    resolver = SlurmClusterResolver(port_base=port, gpus_per_node=gpus_per_node)
+    try:
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=port, gpus_per_node=gpus_per_node
+        )
+    except RuntimeError as err:  # e.g. "SLURM_PROCID not found in environment"
+        raise ClusterError(f"cannot read the Slurm job: {err} - run this inside srun") from None
     cluster = resolver.cluster_spec().as_dict()
     config = {"cluster": cluster, "task": {"type": resolver.task_type, "index": resolver.task_id}}
     return parse_tf_config(json.dumps(config))
@@ -94,9 +102,14 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=23456)
     parser.add_argument("--gpus-per-node", type=int, default=1)
     args = parser.parse_args(argv)
-    print(json.dumps(tf_config_from_slurm(args.port, args.gpus_per_node)))
+    try:
+        print(json.dumps(tf_config_from_slurm(args.port, args.gpus_per_node)))
+    except ClusterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
 {%- endif %}
