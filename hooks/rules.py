@@ -275,6 +275,8 @@ ALWAYS_FILES = (
     "tests/test_data.py",
     "tests/test_strategy.py",
     "tests/test_cli.py",
+    "tests/test_resume.py",
+    "tests/test_preflight.py",
 )
 
 

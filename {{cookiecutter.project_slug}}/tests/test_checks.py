@@ -28,6 +28,7 @@ from {{ cookiecutter.package_name }}.data import training_batches
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.train_custom import TrainingState, per_example_loss
+from {{ cookiecutter.package_name }}.training import Progress
 {%- endif %}
 {%- else %}
 
@@ -173,9 +174,9 @@ def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
 def state_from(model, optimizer, strategy):
     with strategy.scope():
         metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-        epoch = tf.Variable(0, dtype=tf.int64, trainable=False)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
-    return TrainingState(model, optimizer, metric, epoch, checkpoint)
+    progress = Progress(strategy)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=progress.next_epoch)
+    return TrainingState(model, optimizer, metric, progress, checkpoint)
 
 
 def custom_model_built_outside_the_scope(strategy, config):

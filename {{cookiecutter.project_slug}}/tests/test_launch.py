@@ -114,37 +114,69 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
         assert second.count("resumed from epoch 1 step 0") == WORKERS
 
 
-def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}", "launch", "--workers", str(WORKERS),
-         "--", "train", "--epochs", "1000", "--model-dir", str(tmp_path){% if cookiecutter.data_source == "tfrecord" %},
-         "--data-dir", str(data_dir){% endif %}],
+def start_launcher(*command):
+    return subprocess.Popen(
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}", "launch", "--workers",
+         str(WORKERS), "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
-    watchdog = threading.Timer(300, launcher.kill)  # never hang the suite
+
+
+def wait_for(launcher, text, timeout=300):
+    """Read the launcher's output until a line starts with `text`; return the
+    workers' pids {index: pid}."""
+    watchdog = threading.Timer(timeout, launcher.kill)  # never hang the suite
     watchdog.start()
-    pids, output = {}, []
+    pids = {}
     try:
         for line in launcher.stdout:
-            output.append(line)
             started = re.match(r"\[launch\] worker (\d+): pid (\d+)", line)
             if started:
                 pids[int(started[1])] = int(started[2])
-            if line.startswith("[worker 1] epoch 1/1000"):  # training is under way
-                break
+            if line.startswith(text):
+                return pids
+        raise AssertionError(f"the launcher ended before printing {text!r}")
+    finally:
+        watchdog.cancel()
+
+
+def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
+    launcher = start_launcher("train", "--epochs", "1000", "--model-dir", str(tmp_path), *data)
+    try:
+        pids = wait_for(launcher, "[worker 1] epoch 1/1000")  # training is under way
         killed_at = time.monotonic()
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
-        output += launcher.stdout.readlines()
+        output = launcher.stdout.read()
         code = launcher.wait(timeout=60)
         elapsed = time.monotonic() - killed_at
     finally:
-        watchdog.cancel()
         launcher.kill()
     assert code != 0
     assert elapsed < 30, f"the launcher took {elapsed:.0f}s to stop"
     assert "[launch] error: worker 1 was killed by SIGKILL - stopping the others\n" in output
+
+
+def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    loop = LOOPS[-1]
+    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
+    command = ["train", "--epochs", "3", "--steps-per-epoch", "8", *data]
+    uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
+    relaunched_dir = tmp_path / "killed"
+    killed = start_launcher(*command, *train_flags(relaunched_dir, loop))
+    try:
+        pids = wait_for(killed, "[worker 1] epoch 1/3")
+        subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
+        assert killed.wait(timeout=60) != 0
+    finally:
+        killed.kill()
+    relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
+    assert relaunched.count("resumed from epoch ") == WORKERS
+    expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
+    assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
+    assert len(expected) == 1
 
 
 def test_two_workers_pass_the_doctor(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):

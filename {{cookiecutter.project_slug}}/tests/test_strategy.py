@@ -1,17 +1,14 @@
-{%- if cookiecutter.distribution == "mirrored" or cookiecutter.keras_package == "keras3" %}
 import pytest
-{%- endif %}
 {%- if cookiecutter.distribution == "mirrored" %}
 import tensorflow as tf
 {%- endif %}
 
 from {{ cookiecutter.package_name }}.strategy import (
-{%- if cookiecutter.distribution == "mirrored" or cookiecutter.keras_package == "keras3" %}
     StrategyError,
-{%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version,
 {%- endif %}
+    check_tensorflow_version,
     describe,
     global_batch_size,
 {%- if cookiecutter.distribution == "mirrored" %}
@@ -61,3 +58,15 @@ def test_keras_before_3_8_is_refused(version):
 def test_keras_3_8_and_later_are_accepted(version):
     check_keras_version(version)
 {%- endif %}
+
+
+@pytest.mark.parametrize("version", ["2.20.1", "2.22.0", "3.0.0"])
+def test_tensorflow_outside_the_pinned_range_is_refused(version):
+    refused = rf"^tensorflow {version} is not supported: .* 'tensorflow>=2.21,<2.22'$"
+    with pytest.raises(StrategyError, match=refused):
+        check_tensorflow_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.21.0", "2.21.3"])
+def test_tensorflow_2_21_is_accepted(version):
+    check_tensorflow_version(version)

@@ -145,6 +145,18 @@ def training_batches(examples, global_batch_size, seed, repeat=False):
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def batches_for_epochs(examples, global_batch_size, seed, steps_per_epoch, epochs, repeat=False):
+    """The global batches of `epochs` (a range of epoch numbers), one epoch after
+    another: epoch e is `steps_per_epoch` batches shuffled with seed + e, so a run
+    resumed at epoch e sees exactly what an uninterrupted run sees there."""
+    epoch_numbers = tf.data.Dataset.range(epochs.start, epochs.stop)
+    return epoch_numbers.flat_map(
+        lambda epoch: training_batches(examples, global_batch_size, seed + epoch, repeat).take(
+            steps_per_epoch
+        )
+    )
+
+
 def evaluation_batches(examples, global_batch_size):
     """Global batches over the whole evaluation set, in order."""
     dataset = examples.batch(global_batch_size, drop_remainder=True)

@@ -20,15 +20,33 @@ MIN_KERAS = (3, 8)
 {%- endif %}
 
 
+# What pyproject.toml pins; the tests and the facts behind this code are for it.
+SUPPORTED_TENSORFLOW = ((2, 21), (2, 22))
+
+
 class StrategyError(TrainerError):
     pass
+
+
+def version_tuple(version):
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
+def check_tensorflow_version(version=None):
+    version = version or tf.__version__
+    low, high = SUPPORTED_TENSORFLOW
+    if not low <= version_tuple(version) < high:
+        raise StrategyError(
+            f"tensorflow {version} is not supported: this project is written and tested"
+            f" for {low[0]}.{low[1]}.x - pip install 'tensorflow>={low[0]}.{low[1]},"
+            f"<{high[0]}.{high[1]}'"
+        )
 {%- if cookiecutter.keras_package == "keras3" %}
 
 
 def check_keras_version(version=None):
     version = version or keras.__version__
-    parts = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
-    if parts < MIN_KERAS:
+    if version_tuple(version) < MIN_KERAS:
         raise StrategyError(
             f"keras {version} is too old: before 3.8 it silently skips the gradient"
             " all-reduce or the loss scaling under tf.distribute - pip install 'keras>=3.8'"
@@ -70,6 +88,7 @@ def make_local_strategy(cpu_replicas=None):
     """MirroredStrategy over this machine's GPUs, or `cpu_replicas` logical CPUs
     (gpu-smoke checks a machine with it)."""
 {%- endif %}
+    check_tensorflow_version()
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version()
 {%- endif %}
@@ -112,6 +131,7 @@ def make_strategy():
 
     Must run before any other TensorFlow op.
     """
+    check_tensorflow_version()
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version()
 {%- endif %}

@@ -19,12 +19,16 @@ from {{ cookiecutter.package_name }}.data import evaluation_batches, training_ba
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
 from {{ cookiecutter.package_name }}.training import (
     METRIC_NAME,
+    Progress,
     TrainingResult,
     check_finite,
     fingerprint,
     log_epoch,
 {%- if cookiecutter.distribution == "multi_worker" %}
     remove_worker_dir,
+{%- endif %}
+    restore_latest,
+{%- if cookiecutter.distribution == "multi_worker" %}
     worker_dir,
 {%- endif %}
 )
@@ -41,7 +45,7 @@ class TrainingState:
     model: keras.Model
     optimizer: keras.optimizers.Optimizer
     metric: keras.metrics.Metric
-    epoch: tf.Variable
+    progress: Progress
     checkpoint: tf.train.Checkpoint
 
 
@@ -61,9 +65,14 @@ def build_training_state(strategy, config):
         # scope would be plain, unsynchronised variables.
         optimizer.build(model.trainable_variables)
         metric = keras.metrics.SparseCategoricalAccuracy(name=METRIC_NAME)
-        epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch)
-    return TrainingState(model, optimizer, metric, epoch, checkpoint)
+    progress = Progress(strategy)
+    checkpoint = tf.train.Checkpoint(
+        model=model,
+        optimizer=optimizer,
+        epoch=progress.next_epoch,
+        last_loss=progress.last_loss,
+    )
+    return TrainingState(model, optimizer, metric, progress, checkpoint)
 
 
 def per_example_loss(labels, logits):
@@ -182,24 +191,12 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
     write_dir = model_dir
 {%- endif %}
     state = build_training_state(strategy, config)
-    manager = tf.train.CheckpointManager(state.checkpoint, str(write_dir / "backup"), max_to_keep=2)
-{%- if cookiecutter.distribution == "multi_worker" %}
-    # Every worker restores the chief's checkpoint: all must resume from the same step.
-    latest = tf.train.latest_checkpoint(str(model_dir / "backup"))
-    if latest:
-        state.checkpoint.restore(latest).assert_consumed()
-{%- else %}
-    if manager.latest_checkpoint:
-        state.checkpoint.restore(manager.latest_checkpoint).assert_consumed()
-{%- endif %}
-        log.info("resumed from epoch %d step 0", int(state.epoch.numpy()))
-    else:
-        log.info("starting fresh")
+    manager = restore_latest(state.checkpoint, state.progress, model_dir, write_dir)
     train_steps = make_train_function(strategy, state, plan.global_batch_size)
     writer = tf.summary.create_file_writer(str(write_dir / "logs"))
     steps = plan.steps_per_epoch
     losses = []
-    for epoch in range(int(state.epoch.numpy()), config.epochs):
+    for epoch in range(state.progress.first_epoch, config.epochs):
         # The data order depends only on the seed and the epoch.
         iterator = distributed_batches(strategy, plan, seed=config.seed + epoch)
         progress = keras.utils.Progbar(steps, stateful_metrics=["loss"])
@@ -220,7 +217,7 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
         with writer.as_default(step=epoch):
             tf.summary.scalar("loss", epoch_loss)
             tf.summary.scalar(METRIC_NAME, metric)
-        state.epoch.assign(epoch + 1)
+        state.progress.epoch_done(epoch, epoch_loss)
         manager.save()
     eval_loss, eval_metric = evaluate(strategy, state.model, plan)
     weights_path = write_dir / "final.weights.h5"
@@ -232,7 +229,8 @@ def train_with_custom_loop(config, strategy, plan, model_dir):
 {%- endif %}
     return TrainingResult(
         losses=losses,
-        final_metric=float(state.metric.result()),
+        final_loss=state.progress.final_loss,
+        final_metric=float(state.metric.result()) if losses else None,
         eval_loss=eval_loss,
         eval_metric=eval_metric,
         weights_path=str(weights_path),

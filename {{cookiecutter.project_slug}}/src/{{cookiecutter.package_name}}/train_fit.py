@@ -1,19 +1,19 @@
 """Training with Keras `model.fit` under the strategy."""
 
 import logging
-
-{%- if cookiecutter.keras_package == "keras3" %}
-
+{% if cookiecutter.keras_package == "keras3" %}
 import keras
+import tensorflow as tf
 {%- else %}
-
+import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
 
-from {{ cookiecutter.package_name }}.data import evaluation_batches, training_batches
+from {{ cookiecutter.package_name }}.data import batches_for_epochs, evaluation_batches
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
 from {{ cookiecutter.package_name }}.training import (
     METRIC_NAME,
+    Progress,
 {%- if cookiecutter.keras_package == "keras3" %}
     TrainingError,
 {%- endif %}
@@ -23,6 +23,9 @@ from {{ cookiecutter.package_name }}.training import (
     log_epoch,
 {%- if cookiecutter.distribution == "multi_worker" %}
     remove_worker_dir,
+{%- endif %}
+    restore_latest,
+{%- if cookiecutter.distribution == "multi_worker" %}
     worker_dir,
 {%- endif %}
 )
@@ -54,20 +57,42 @@ def build_compiled_model(strategy, config):
             metrics=[keras.metrics.SparseCategoricalAccuracy(name=METRIC_NAME)],
             steps_per_execution=config.steps_per_execution,
         )
+        # Built here, under the scope, so its slots are mirrored and a checkpoint
+        # restores them before the first step.
+        model.optimizer.build(model.trainable_variables)
     return model
 
 
-class EpochLog(keras.callbacks.Callback):
-    """One log line per epoch, and a clear error when the loss stops being finite."""
+class LossWatch(keras.callbacks.Callback):
+    """Logs every epoch, and stops at the first NaN or Inf loss, naming the step,
+    before the epoch's checkpoint is written."""
 
     def __init__(self, epochs):
         super().__init__()
         self.epochs = epochs
+        self.epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        check_finite(float(logs["loss"]), self.epoch, batch + 1)
 
     def on_epoch_end(self, epoch, logs=None):
-        logs = logs or {}
-        check_finite(float(logs["loss"]), epoch, "the end of the epoch")
         log_epoch(epoch, self.epochs, logs["loss"], logs[METRIC_NAME])
+
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """Saves the model, the optimizer and the progress after every epoch."""
+
+    def __init__(self, manager, progress):
+        super().__init__()
+        self.manager = manager
+        self.progress = progress
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.progress.epoch_done(epoch, float(logs["loss"]))
+        self.manager.save()
 
 
 def train_with_fit(config, strategy, plan, model_dir):
@@ -77,37 +102,41 @@ def train_with_fit(config, strategy, plan, model_dir):
     write_dir = model_dir
 {%- endif %}
     model = build_compiled_model(strategy, config)
-    # A plain dataset batched with the global batch: fit splits every batch
-    # across the replicas itself.
-    train_batches = training_batches(
-        plan.train_examples, plan.global_batch_size, seed=config.seed, repeat=plan.repeat
+    progress = Progress(strategy)
+    checkpoint = tf.train.Checkpoint(
+        model=model,
+        optimizer=model.optimizer,
+        epoch=progress.next_epoch,
+        last_loss=progress.last_loss,
+    )
+    manager = restore_latest(checkpoint, progress, model_dir, write_dir)
+    first_epoch = progress.first_epoch
+    # A plain dataset batched with the global batch: fit splits every batch across
+    # the replicas itself. Each epoch's order depends only on the seed and the epoch.
+    train_batches = batches_for_epochs(
+        plan.train_examples,
+        plan.global_batch_size,
+        seed=config.seed,
+        steps_per_epoch=plan.steps_per_epoch,
+        epochs=range(first_epoch, config.epochs),
+        repeat=plan.repeat,
     )
     eval_batches = evaluation_batches(plan.eval_examples, plan.global_batch_size)
-    callbacks = [
-        # EpochLog first: it stops a NaN epoch before BackupAndRestore saves it.
-        EpochLog(config.epochs),
-        keras.callbacks.TerminateOnNaN(),
-{%- if cookiecutter.distribution == "multi_worker" %}
-        # The same directory on every worker: the callback itself keeps only the
-        # chief's copy, and every worker restores it.
-        keras.callbacks.BackupAndRestore(str(model_dir / "backup")),
-{%- else %}
-        keras.callbacks.BackupAndRestore(str(write_dir / "backup")),
-{%- endif %}
-        keras.callbacks.TensorBoard(str(write_dir / "logs")),
-    ]
     history = model.fit(
         train_batches,
+        initial_epoch=first_epoch,
         epochs=config.epochs,
-        # None: one pass over the finite data per epoch.
-        steps_per_epoch=plan.steps_per_epoch if plan.repeat else None,
+        steps_per_epoch=plan.steps_per_epoch,
         validation_data=eval_batches,
-        callbacks=callbacks,
+        callbacks=[
+            # First: a NaN epoch is stopped before the checkpoint callback saves it.
+            LossWatch(config.epochs),
+            EpochCheckpoint(manager, progress),
+            keras.callbacks.TensorBoard(str(write_dir / "logs")),
+        ],
         verbose=2,
     )
-    losses = [float(loss) for loss in history.history["loss"]]
-    if model.stop_training and losses:
-        check_finite(losses[-1], len(losses) - 1, "the end of the epoch")
+    losses = [float(loss) for loss in history.history.get("loss", [])]
     eval_loss, eval_metric = model.evaluate(eval_batches, verbose=0)
     weights_path = write_dir / "final.weights.h5"
     model.save_weights(str(weights_path))
@@ -118,7 +147,8 @@ def train_with_fit(config, strategy, plan, model_dir):
 {%- endif %}
     return TrainingResult(
         losses=losses,
-        final_metric=float(history.history[METRIC_NAME][-1]),
+        final_loss=progress.final_loss,
+        final_metric=float(history.history[METRIC_NAME][-1]) if losses else None,
         eval_loss=float(eval_loss),
         eval_metric=float(eval_metric),
         weights_path=str(weights_path),

@@ -5,9 +5,7 @@ import hashlib
 import json
 import logging
 import math
-{%- if cookiecutter.distribution == "multi_worker" %}
 import shutil
-{%- endif %}
 from pathlib import Path
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
@@ -40,6 +38,8 @@ from {{ cookiecutter.package_name }}.strategy import (
 log = logging.getLogger(__name__)
 
 KERAS_PACKAGE = "{{ cookiecutter.keras_package }}"
+# Refuse to start with less room than this for checkpoints and the final model.
+MIN_FREE_BYTES = 64 * 2**20
 METRIC_NAME = "accuracy"
 
 
@@ -61,8 +61,11 @@ class RunPlan:
 
 @dataclasses.dataclass
 class TrainingResult:
+    # The epochs this run trained (none when a resumed run had nothing left).
     losses: list
-    final_metric: float
+    final_loss: float | None
+    # None when every epoch was done before (a resumed, finished run).
+    final_metric: float | None
     eval_loss: float
     eval_metric: float
     weights_path: str
@@ -85,14 +88,25 @@ def plan_run(config, strategy):
 
 
 def prepare_model_dir(path):
+    """Create the model directory and prove it takes a write, before training."""
     model_dir = Path(path).resolve()
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
+        probe = model_dir / ".write-test"
+        probe.write_bytes(b"0" * 4096)
+        probe.unlink()
     except OSError as err:
         raise TrainingError(
-            f"cannot create the model directory {model_dir} ({err.strerror})"
+            f"cannot write to the model directory {model_dir} ({err.strerror})"
             " - pass a writable --model-dir"
         ) from None
+    free = shutil.disk_usage(model_dir).free
+    if free < MIN_FREE_BYTES:
+        raise TrainingError(
+            f"only {free // 2**20} MiB free for the model directory {model_dir}: checkpoints"
+            f" need at least {MIN_FREE_BYTES // 2**20} MiB - free some space or pass"
+            " another --model-dir"
+        )
     return model_dir
 {%- if cookiecutter.distribution == "multi_worker" %}
 
@@ -133,7 +147,51 @@ def fingerprint(weights):
     return digest.hexdigest()[:16]
 
 
+class Progress:
+    """The run's position, saved in every checkpoint: the next epoch, and the loss
+    of the last finished epoch (a resumed run with nothing left still reports it)."""
+
+    def __init__(self, strategy):
+        with strategy.scope():
+            self.next_epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            self.last_loss = tf.Variable(
+                math.nan, dtype=tf.float64, trainable=False, name="last_loss"
+            )
+
+    @property
+    def first_epoch(self):
+        return int(self.next_epoch.numpy())
+
+    @property
+    def final_loss(self):
+        loss = float(self.last_loss.numpy())
+        return None if math.isnan(loss) else loss
+
+    def epoch_done(self, epoch, loss):
+        self.next_epoch.assign(epoch + 1)
+        self.last_loss.assign(loss)
+
+
+def restore_latest(checkpoint, progress, model_dir, write_dir):
+    """Restore the last complete checkpoint, if any, and return the manager that
+    saves the next ones (one per epoch, to write_dir/backup).
+
+    Every worker restores from model_dir/backup (the chief's), so all resume at
+    the same epoch. A save interrupted by a kill never becomes the latest: the
+    checkpoint state file is replaced atomically after the data is written.
+    """
+    manager = tf.train.CheckpointManager(checkpoint, str(write_dir / "backup"), max_to_keep=2)
+    latest = tf.train.latest_checkpoint(str(model_dir / "backup"))
+    if latest:
+        checkpoint.restore(latest).assert_consumed()
+        log.info("resumed from epoch %d step 0", progress.first_epoch)
+    else:
+        log.info("starting fresh")
+    return manager
+
+
 def check_finite(loss, epoch, step):
+    """Stop at a NaN or Inf loss, before the epoch's checkpoint is written."""
     if not math.isfinite(loss):
         raise TrainingError(
             f"the training loss became {loss} in epoch {epoch + 1} by step {step}"
@@ -186,7 +244,7 @@ def train(config, strategy):
         "epochs": config.epochs,
         "steps_per_epoch": plan.steps_per_epoch,
         "losses": result.losses,
-        "final_loss": result.losses[-1] if result.losses else None,
+        "final_loss": result.final_loss,
         "metric_name": METRIC_NAME,
         "final_metric": result.final_metric,
         "eval_loss": result.eval_loss,
