@@ -15,19 +15,36 @@ sys.path.insert(0, json.loads(r'{{ template_hooks_dir | tojson }}'))
 import rules  # noqa: E402
 
 
-def remove_unneeded(project):
+def load_existing(project):
+    """What the directory held before this bake (recorded by the pre-gen hook)."""
+    snapshot = rules.snapshot_file(project)
+    if not snapshot.exists():
+        return {}
+    existing = json.loads(snapshot.read_text(encoding="utf-8"))
+    snapshot.unlink()
+    return existing
+
+
+def written_now(project, relative, existing):
+    """True for a file this bake wrote (new, or overwritten: its time changed)."""
+    path = project / relative
+    return relative not in existing or path.stat().st_mtime_ns != existing[relative]
+
+
+def remove_unneeded(project, existing):
     for relative in rules.unneeded_files(CONTEXT):
-        path = project / relative
-        if path.exists():
-            path.unlink()
-    # Directories left empty by the removals (deepest first).
+        # Kept only when it is the user's own (there before, and not overwritten).
+        if (project / relative).exists() and written_now(project, relative, existing):
+            (project / relative).unlink()
+    # Directories left empty by the removals (deepest first); never the user's.
     walked = sorted((root for root, _, _ in os.walk(project)), key=len, reverse=True)
     for root in walked:
-        if not os.listdir(root) and Path(root) != project:
+        relative = Path(root).relative_to(project).as_posix()
+        if not os.listdir(root) and Path(root) != project and relative not in existing:
             os.rmdir(root)
 
 
-def problems(project):
+def problems(project, existing):
     found = []
     for relative in rules.expected_files(CONTEXT):
         path = project / relative
@@ -36,15 +53,19 @@ def problems(project):
         elif path.stat().st_size == 0 and path.name != "__init__.py":
             found.append(f"{relative} is empty")
     for path in sorted(project.rglob("*")):
-        if path.is_file() and rules.UNRENDERED_RE.search(path.read_text(encoding="utf-8")):
-            found.append(f"{path.relative_to(project)} holds unrendered template syntax")
+        relative = path.relative_to(project).as_posix()
+        if not path.is_file() or not written_now(project, relative, existing):
+            continue
+        if rules.UNRENDERED_RE.search(path.read_text(encoding="utf-8")):
+            found.append(f"{relative} holds unrendered template syntax")
     return found
 
 
 def main():
     project = Path.cwd()
-    remove_unneeded(project)
-    found = problems(project)
+    existing = load_existing(project)
+    remove_unneeded(project, existing)
+    found = problems(project, existing)
     if found:
         print(
             f"error: the generated project is incomplete: {found[0]}"

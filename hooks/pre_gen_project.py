@@ -52,6 +52,10 @@ def main():
         print(f"error: {err}", file=sys.stderr, flush=True)
         remove_created_parents()
         sys.exit(1)
+    # What the directory already holds (--overwrite-if-exists, --skip-if-file-exists):
+    # the post-gen hook leaves those paths alone.
+    existing = rules.existing_paths(os.getcwd())
+    rules.snapshot_file(os.getcwd()).write_text(json.dumps(existing), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,12 @@ cookiecutter runs hooks as temporary copies in a subprocess where only the
 standard library is guaranteed.
 """
 
+import hashlib
 import keyword
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 CHOICES = {
     "training_loop": ("fit", "custom", "both"),
@@ -209,10 +212,26 @@ def check_combination(options):
         raise OptionError(f"{chosen} is not supported: {rule['why']} - {rule['fix']}")
 
 
+# The slug cookiecutter.json derives from a project_name that gives no usable slug:
+# none (no letter or digit: cookiecutter would write into the output directory
+# itself) or one over 63 characters (too long for Kubernetes, or for a file name).
+NO_SLUG = "cannot-slugify-project-name"
+
+
+def check_sluggable_name(options):
+    if options.get("project_slug") == NO_SLUG:
+        raise OptionError(
+            f"project_name={options.get('project_name')!r} gives no project slug of"
+            " 1 to 63 characters - use a name such as 'Image Trainer', or pass"
+            " project_slug=image-trainer"
+        )
+
+
 def validate(options):
     """Raise OptionError with a one-line message for the first bad value."""
     for name in ("project_name", "description", "author_name"):
         _check_text(name, options.get(name))
+    check_sluggable_name(options)
     check_email(options.get("author_email"))
     check_version(options.get("version"))
     check_slug(options.get("project_slug"))
@@ -300,3 +319,25 @@ def unneeded_files(options):
         for path, wanted in CONDITIONAL_FILES.items()
         if not wanted(options)
     )
+
+
+# --- Baking into a directory that already exists ------------------------------
+# With --overwrite-if-exists or --skip-if-file-exists, the project directory may
+# hold the user's files. The pre-gen hook records them; the post-gen hook then
+# never removes or judges them.
+
+
+def snapshot_file(project_dir):
+    """Where the pre-gen hook records what `project_dir` held before baking."""
+    digest = hashlib.sha256(str(Path(project_dir).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"cookiecutter-tf-distributed-{digest}.json"
+
+
+def existing_paths(project_dir):
+    """{relative path: modification time in ns (None for a directory)} under it."""
+    project = Path(project_dir)
+    found = {}
+    for path in project.rglob("*"):
+        relative = path.relative_to(project).as_posix()
+        found[relative] = None if path.is_dir() else path.stat().st_mtime_ns
+    return found
