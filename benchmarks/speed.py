@@ -72,14 +72,19 @@ def main():
             best = max(best, steps * global_batch / (time.perf_counter() - start))
         return best
 
-    def fit_rate(model):
+    def fit_rates(*models):
+        """Best examples/s of each model's fit, timed in alternation so that drift
+        on a shared machine hits every model alike."""
         batches = training_batches(examples, global_batch, seed=0)
-        model.fit(batches, epochs=1, verbose=0)  # trace and warm up
-        best = 0.0
+        for model in models:
+            model.fit(batches, epochs=1, verbose=0)  # trace and warm up
+        best = [0.0] * len(models)
         for _ in range(REPEATS):
-            start = time.perf_counter()
-            model.fit(batches, epochs=1, verbose=0)
-            best = max(best, steps * global_batch / (time.perf_counter() - start))
+            for index, model in enumerate(models):
+                start = time.perf_counter()
+                model.fit(batches, epochs=1, verbose=0)
+                rate = steps * global_batch / (time.perf_counter() - start)
+                best[index] = max(best[index], rate)
         return best
 
     def bare_model():
@@ -94,8 +99,7 @@ def main():
 
     grouped = custom_loop_rate(config.steps_per_call)
     single = custom_loop_rate(1)
-    generated_fit = fit_rate(build_compiled_model(strategy, config))
-    bare_fit = fit_rate(bare_model())
+    generated_fit, bare_fit = fit_rates(build_compiled_model(strategy, config), bare_model())
     print(f"replicas: {strategy.num_replicas_in_sync}  global batch: {global_batch}")
     print(
         f"custom loop, {config.steps_per_call} steps/call: {grouped:,.0f} examples/s;"
