@@ -15,6 +15,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 importlib.import_module("{{ cookiecutter.package_name }}")
 
 REPLICAS = 2
+# The training loops this project has (tests parametrized over them).
+{%- if cookiecutter.training_loop == "both" %}
+LOOPS = ["fit", "custom"]
+{%- else %}
+LOOPS = ["{{ cookiecutter.training_loop }}"]
+{%- endif %}
 
 import tensorflow as tf  # noqa: E402
 

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import REPLICAS, assert_same_weights, read_json
+from conftest import LOOPS, REPLICAS, assert_same_weights, read_json
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 from {{ cookiecutter.package_name }}.data import make_data
@@ -24,13 +24,6 @@ from {{ cookiecutter.package_name }}.launch import launch
 from {{ cookiecutter.package_name }}.training import train
 
 WORKERS = 2
-{%- if cookiecutter.training_loop == "both" %}
-LOOPS = ["fit", "custom"]
-{%- elif cookiecutter.training_loop == "fit" %}
-LOOPS = ["fit"]
-{%- else %}
-LOOPS = ["custom"]
-{%- endif %}
 FINGERPRINT = re.compile(r"^\[worker (\d+)\] final weights fingerprint: (\w+)$", re.MULTILINE)
 {%- if cookiecutter.data_source == "tfrecord" %}
 

@@ -10,20 +10,11 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import assert_same_weights, read_json
+from conftest import LOOPS, assert_same_weights, read_json
 
 from {{ cookiecutter.package_name }} import training
 from {{ cookiecutter.package_name }}.training import TrainingError, train
-{%- if cookiecutter.training_loop == "both" %}
 
-LOOPS = ["fit", "custom"]
-{%- elif cookiecutter.training_loop == "fit" %}
-
-LOOPS = ["fit"]
-{%- else %}
-
-LOOPS = ["custom"]
-{%- endif %}
 KILLS = 2
 
 
