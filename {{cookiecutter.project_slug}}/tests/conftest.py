@@ -61,8 +61,8 @@ def two_replicas():
 
 @pytest.fixture
 def one_device():
-    """The single-device reference (tf_keras's BackupAndRestore refuses
-    OneDeviceStrategy, so a one-device MirroredStrategy)."""
+    """The single-device reference: a one-device MirroredStrategy, so it runs the
+    same strategy code as N replicas (the doctor compares against it too)."""
     return tf.distribute.MirroredStrategy(["/cpu:0"])
 
 
