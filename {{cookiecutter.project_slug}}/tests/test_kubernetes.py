@@ -53,8 +53,13 @@ def test_manifest_runs_this_project():
     assert (ROOT / command[command.index("--config") + 1]).is_file()
     assert workers(MANIFEST)["replicas"] == 2
     assert tensorflow["resources"]["limits"]["nvidia.com/gpu"] == 1
-    mount = tensorflow["volumeMounts"][0]["mountPath"]
-    assert command[command.index("--model-dir") + 1].startswith(mount + "/")
+    mounts = {mount["name"]: mount["mountPath"] for mount in tensorflow["volumeMounts"]}
+    assert command[command.index("--model-dir") + 1].startswith(mounts["checkpoints"] + "/")
+{%- if cookiecutter.data_source == "tfrecord" %}
+    assert command[command.index("--data-dir") + 1] == mounts["data"]
+{%- endif %}
+    claims = [volume["name"] for volume in workers(MANIFEST)["template"]["spec"]["volumes"]]
+    assert sorted(claims) == sorted(mounts)
 
 
 def test_dockerfile_builds_this_project_on_the_official_image():
@@ -99,9 +104,13 @@ def test_make_tfjob_sets_image_workers_and_gpus(tmp_path):
 
 
 def test_manifest_command_runs_through_the_local_launcher(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # The command as the manifest has it, its volumes mapped to local directories.
     command = list(container(MANIFEST)["command"][1:])
     command[command.index("--model-dir") + 1] = str(tmp_path / "run")
-    command += ["--epochs", "1", "--steps-per-epoch", "2"{% if cookiecutter.data_source == "tfrecord" %}, "--data-dir", str(data_dir){% endif %}]
+{%- if cookiecutter.data_source == "tfrecord" %}
+    command[command.index("--data-dir") + 1] = str(data_dir)
+{%- endif %}
+    command += ["--epochs", "1", "--steps-per-epoch", "2"]
     replicas = str(workers(MANIFEST)["replicas"])
     result = cli("launch", "--workers", replicas, "--", *command, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

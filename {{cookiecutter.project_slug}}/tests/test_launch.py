@@ -10,17 +10,10 @@ import time
 import numpy as np
 import pytest
 from conftest import LOOPS, REPLICAS, assert_same_weights, read_json
-{%- if cookiecutter.data_source == "tfrecord" %}
-
+{% if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.data import make_data
-{%- if cookiecutter.keras_package == "keras3" %}
-from {{ cookiecutter.package_name }}.launch import launch
 {%- endif %}
-{%- elif cookiecutter.keras_package == "keras3" %}
-
-from {{ cookiecutter.package_name }}.launch import launch
-{%- else %}
-{% endif %}
+from {{ cookiecutter.package_name }}.launch import LaunchError, {% if cookiecutter.keras_package == "keras3" %}launch, {% endif %}worker_gpus
 from {{ cookiecutter.package_name }}.training import train
 
 WORKERS = 2
@@ -117,6 +110,17 @@ def start_launcher(*command):
     )
 
 
+def stop_launcher(launcher):
+    """SIGTERM first: the launcher then stops its workers (SIGKILL would orphan them)."""
+    if launcher.poll() is None:
+        launcher.terminate()
+        try:
+            launcher.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+    launcher.stdout.close()
+
+
 def wait_for(launcher, text, timeout=300):
     """Read the launcher's output until a line starts with `text`; return the
     workers' pids {index: pid}."""
@@ -142,14 +146,14 @@ def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cooki
         pids = wait_for(launcher, "[worker 1] epoch 1/1000")  # training is under way
         killed_at = time.monotonic()
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
-        output = launcher.stdout.read()
-        code = launcher.wait(timeout=60)
+        output, _ = launcher.communicate(timeout=60)
+        code = launcher.returncode
         elapsed = time.monotonic() - killed_at
     finally:
-        launcher.kill()
+        stop_launcher(launcher)
     assert code != 0
     assert elapsed < 30, f"the launcher took {elapsed:.0f}s to stop"
-    assert "[launch] error: worker 1 was killed by SIGKILL - stopping the others\n" in output
+    assert "[launch] error: worker 1 was killed by SIGKILL - stopped the others\n" in output
 
 
 def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
@@ -162,9 +166,10 @@ def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if coo
     try:
         pids = wait_for(killed, "[worker 1] epoch 1/3")
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
-        assert killed.wait(timeout=60) != 0
+        killed.communicate(timeout=60)  # reads the rest, so the launcher never blocks
+        assert killed.returncode != 0
     finally:
-        killed.kill()
+        stop_launcher(killed)
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
     assert relaunched.count("resumed from epoch ") == WORKERS
     expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
@@ -179,6 +184,26 @@ def test_two_workers_pass_the_doctor(cli{% if cookiecutter.data_source == "tfrec
         verdicts = [line.split()[2] for line in lines if line.split()[2:3] in (["PASS"], ["FAIL"])]
         assert verdicts and set(verdicts) == {"PASS"}, "\n".join(lines)
         assert f"[worker {index}] PASS replicas: {WORKERS} replicas on {WORKERS} worker(s)" in lines
+
+
+@pytest.mark.parametrize(
+    "inherited, expected",
+    [(None, ["0,1", "2,3"]), ("4,5,6,7", ["4,5", "6,7"]), ("3, 1,2,0", ["3,1", "2,0"])],
+    ids=["all-gpus", "a-slice-of-the-machine", "reordered"],
+)
+def test_each_worker_gets_its_own_gpus(monkeypatch, inherited, expected):
+    if inherited is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", inherited)
+    assert worker_gpus(2, 2) == expected
+    assert worker_gpus(2, None) == ["-1", "-1"]
+
+
+def test_too_few_gpus_for_the_workers_is_refused(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    with pytest.raises(LaunchError, match=r"needs 4 GPUs, but CUDA_VISIBLE_DEVICES='0,1,2'"):
+        worker_gpus(2, 2)
 
 
 def test_launch_refuses_what_it_cannot_run_on_workers(cli):

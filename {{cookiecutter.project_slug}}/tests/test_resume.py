@@ -2,14 +2,20 @@
 with the same command ends where an uninterrupted run ends, and a NaN loss stops
 training without touching the last good checkpoint."""
 
+import importlib
 import random
 import subprocess
 import sys
 import threading
-
+{% if cookiecutter.keras_package == "keras3" %}
+import keras
+{%- endif %}
 import numpy as np
 import pytest
 import tensorflow as tf
+{%- if cookiecutter.keras_package == "tf_keras" %}
+import tf_keras as keras
+{%- endif %}
 from conftest import LOOPS, assert_same_weights, read_json
 
 from {{ cookiecutter.package_name }} import training
@@ -24,7 +30,7 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
 {%- if cookiecutter.distribution == "mirrored" %}
         "--cpu-replicas", "2",
 {%- endif %}
-        "--epochs", "4", "--steps-per-epoch", "12", "--seed", "7",
+        "--epochs", "8", "--steps-per-epoch", "12", "--seed", "7",
         "--model-dir", str(model_dir), "--summary-json", str(model_dir / "summary.json"),
 {%- if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),
@@ -43,17 +49,19 @@ def run_to_the_end(command):
     return result.stderr
 
 
-def run_and_kill(command, delay):
-    """Start a run and SIGKILL it `delay` seconds after its first epoch line (or
-    when it ends, if sooner)."""
+def run_and_kill(command, epochs_done, delay):
+    """Start a run and SIGKILL it `delay` seconds after it logs its `epochs_done`-th
+    epoch (a moment inside training, or inside the checkpoint save that follows)."""
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     watchdog = threading.Timer(300, process.kill)  # never hang the suite
     watchdog.start()
     try:
+        seen = 0
         for line in process.stderr:
-            if line.startswith("epoch "):
+            seen += line.startswith("epoch ")
+            if seen == epochs_done:
                 threading.Timer(delay, process.kill).start()
                 break
         process.stderr.read()
@@ -71,10 +79,13 @@ def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, loop{% if cook
         resumed, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
     )
     moments = random.Random(f"{loop}-kills")
-    codes = [run_and_kill(command, moments.uniform(0, 1.5)) for _ in range(KILLS)]
-    assert -9 in codes, f"no run was killed (exit codes {codes}): the runs end too fast"
+    codes = [
+        run_and_kill(command, epochs_done=moments.randint(1, 2), delay=moments.uniform(0, 0.3))
+        for _ in range(KILLS)
+    ]
+    assert codes == [-9] * KILLS, f"a run ended before it was killed (exit codes {codes})"
     log = run_to_the_end(command)
-    assert "resumed from epoch " in log or "starting fresh" in log
+    assert "resumed from epoch " in log
     expected, actual = read_json(reference / "summary.json"), read_json(resumed / "summary.json")
     assert abs(actual["final_loss"] - expected["final_loss"]) <= 1e-6
     assert_same_weights(actual["weights_path"], expected["weights_path"], atol=1e-6)
@@ -104,3 +115,26 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
     assert tf.train.latest_checkpoint(f"{config.model_dir}/backup") == backup
+
+
+def wider_model(build_model):
+    def build(*args, **kwargs):
+        model = build_model(*args, **kwargs)
+        inputs = model.inputs[0]
+        return type(model)(inputs, model(inputs) * 1.0 + keras.layers.Dense(4)(inputs))
+
+    return build
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_checkpoint_of_another_model_is_refused_in_one_line(
+    one_device, sgd_config, monkeypatch, loop
+):
+    config = sgd_config("changed", 128, epochs=1{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    train(config, one_device)
+    module = importlib.import_module(f"{{ cookiecutter.package_name }}.train_{loop}")
+    monkeypatch.setattr(module, "build_model", wider_model(module.build_model))
+    config.epochs = 2
+    refused = r"^the checkpoint .*ckpt-1 does not fit this model and optimizer \(.*\) - train into"
+    with pytest.raises(TrainingError, match=refused):
+        train(config, one_device)

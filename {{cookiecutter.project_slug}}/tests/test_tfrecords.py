@@ -3,7 +3,13 @@ import pytest
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import DataError, load_examples, make_data, synthetic_arrays
+from {{ cookiecutter.package_name }}.data import (
+    DataError,
+    load_examples,
+    make_data,
+    shard_policy,
+    synthetic_arrays,
+)
 from {{ cookiecutter.package_name }}.tfrecords import RecordError, encode
 
 
@@ -34,18 +40,27 @@ def test_make_data_round_trips_through_load_examples(tmp_path):
 
 @pytest.mark.parametrize(
     "workers, train_policy",
-    [(1, "FILE"), (3, "FILE"), (4, "DATA")],
-    ids=["one-worker", "a-file-per-worker", "more-workers-than-files"],
+    [(1, "FILE"), (3, "FILE"), (2, "DATA"), (4, "DATA")],
+    ids=["one-worker", "a-file-per-worker", "uneven-files", "more-workers-than-files"],
 )
-def test_each_split_shards_by_file_only_when_every_worker_gets_one(tmp_path, workers, train_policy):
-    make_data(tmp_path, num_files=3, examples=90)  # 3 train files, 1 eval file
+def test_each_split_shards_by_file_only_when_files_split_evenly(tmp_path, workers, train_policy):
+    make_data(tmp_path, num_files=3, examples=90)  # 3 train files of 30, 1 eval file
     train, evaluation = load_examples(TrainConfig(data_dir=str(tmp_path)), num_workers=workers)
     eval_policy = "FILE" if workers == 1 else "DATA"
-    assert shard_policy(train) == train_policy
-    assert shard_policy(evaluation) == eval_policy
+    assert policy_of(train) == train_policy
+    assert policy_of(evaluation) == eval_policy
 
 
-def shard_policy(dataset):
+@pytest.mark.parametrize(
+    "counts, workers, policy",
+    [([30, 30], 2, "FILE"), ([30, 29], 2, "DATA"), ([10, 20, 20, 10], 2, "FILE")],
+    ids=["equal-shares", "one-short", "equal-sums"],
+)
+def test_file_sharding_needs_equal_shares(counts, workers, policy):
+    assert shard_policy(counts, workers).name == policy
+
+
+def policy_of(dataset):
     return dataset.options().experimental_distribute.auto_shard_policy.name
 
 

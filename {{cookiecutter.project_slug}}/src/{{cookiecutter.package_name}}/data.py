@@ -81,15 +81,23 @@ def load_examples(config, num_workers=1):
     splits = []
     for split in ("train", "eval"):
         files = tfrecords.find_files(config.data_dir, split)
-        # Whole files per worker when every worker can get one; else every N-th batch.
-        if len(files) >= num_workers:
-            policy = tf.data.experimental.AutoShardPolicy.FILE
-        else:
-            policy = tf.data.experimental.AutoShardPolicy.DATA
+        counts = tfrecords.check_files(files, NUM_FEATURES)
+        policy = shard_policy(counts, num_workers)
         log.info("%s input sharding across workers: %s (%d files)", split, policy.name, len(files))
-        splits.append(with_shard_policy(tfrecords.read_examples(files, NUM_FEATURES), policy))
+        examples = tfrecords.read_examples(files, NUM_FEATURES, sum(counts))
+        splits.append(with_shard_policy(examples, policy))
     train, evaluation = splits
     return train, evaluation
+
+
+def shard_policy(counts, num_workers):
+    """Whole files per worker (FILE) when the files split the examples evenly across
+    the workers, so every worker has the same number of batches; else every N-th
+    batch (DATA), which every worker reads all files for."""
+    shares = [sum(counts[worker::num_workers]) for worker in range(num_workers)]
+    if len(counts) % num_workers == 0 and len(set(shares)) == 1:
+        return tf.data.experimental.AutoShardPolicy.FILE
+    return tf.data.experimental.AutoShardPolicy.DATA
 {%- endif %}
 
 
@@ -150,14 +158,20 @@ def batches_for_epochs(examples, global_batch_size, seed, steps_per_epoch, epoch
     another: epoch e is `steps_per_epoch` batches shuffled with seed + e, so a run
     resumed at epoch e sees exactly what an uninterrupted run sees there."""
     epoch_numbers = tf.data.Dataset.range(epochs.start, epochs.stop)
-    return epoch_numbers.flat_map(
+    batches = epoch_numbers.flat_map(
         lambda epoch: training_batches(examples, global_batch_size, seed + epoch, repeat).take(
             steps_per_epoch
         )
     )
+    # FILE sharding cannot reach the files inside flat_map ("Found an unshardable
+    # source dataset"): across workers these batches are sharded by DATA.
+    if examples.options().experimental_distribute.auto_shard_policy.name == "FILE":
+        log.info("per-epoch batches: input sharding across workers: DATA")
+    return with_shard_policy(batches, tf.data.experimental.AutoShardPolicy.DATA)
 
 
 def evaluation_batches(examples, global_batch_size):
-    """Global batches over the whole evaluation set, in order."""
+    """The evaluation set's full global batches, in order (a short remainder is
+    dropped, like in training, so every replica gets the same number of examples)."""
     dataset = examples.batch(global_batch_size, drop_remainder=True)
     return dataset.prefetch(tf.data.AUTOTUNE)

@@ -49,13 +49,31 @@ def worker_tf_configs(ports):
     ]
 
 
-def worker_environment(tf_config, index, gpus_per_worker):
-    """The worker's environment: its TF_CONFIG and its own GPUs (none: CPU only)."""
-    if gpus_per_worker:
-        first = index * gpus_per_worker
-        devices = ",".join(str(gpu) for gpu in range(first, first + gpus_per_worker))
+def worker_gpus(workers, gpus_per_worker):
+    """Each worker's CUDA_VISIBLE_DEVICES: its own GPUs out of those this process may
+    use (its CUDA_VISIBLE_DEVICES, if set), or "-1" (CPU only)."""
+    if not gpus_per_worker:
+        return ["-1"] * workers
+    inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
+    wanted = workers * gpus_per_worker
+    if inherited is None:
+        available = [str(gpu) for gpu in range(wanted)]
     else:
-        devices = "-1"
+        available = [gpu.strip() for gpu in inherited.split(",") if gpu.strip() not in ("", "-1")]
+    if len(available) < wanted:
+        raise LaunchError(
+            f"--workers {workers} --gpus-per-worker {gpus_per_worker} needs {wanted} GPUs,"
+            f" but CUDA_VISIBLE_DEVICES={inherited!r} allows {len(available)} - use fewer"
+            " workers or GPUs per worker"
+        )
+    return [
+        ",".join(available[index * gpus_per_worker : (index + 1) * gpus_per_worker])
+        for index in range(workers)
+    ]
+
+
+def worker_environment(tf_config, devices):
+    """The worker's environment: its TF_CONFIG and its own GPUs."""
     return {**os.environ, "TF_CONFIG": tf_config, "CUDA_VISIBLE_DEVICES": devices}
 
 
@@ -91,13 +109,14 @@ def launch(workers, command, gpus_per_worker=None):
     0 when every worker succeeds, 1 as soon as one fails (the others are stopped)."""
     if workers < 1:
         raise LaunchError(f"--workers {workers}: need at least 1 worker - use --workers 2")
+    devices = worker_gpus(workers, gpus_per_worker)
     lock = threading.Lock()
     processes, forwarders = [], []
     try:
         for index, tf_config in enumerate(worker_tf_configs(free_ports(workers))):
             process = subprocess.Popen(
                 command,
-                env=worker_environment(tf_config, index, gpus_per_worker),
+                env=worker_environment(tf_config, devices[index]),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -114,9 +133,11 @@ def launch(workers, command, gpus_per_worker=None):
             codes = [process.poll() for process in processes]
             failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
             if failed:
-                index, code = failed[0]
-                log(lock, f"error: worker {index} {describe_exit(code)} - stopping the others")
+                # Stop first: logging waits for the output lock, which a blocked
+                # reader of our output could hold up.
                 stop(processes)
+                index, code = failed[0]
+                log(lock, f"error: worker {index} {describe_exit(code)} - stopped the others")
                 return 1
             if all(code == 0 for code in codes):
                 return 0

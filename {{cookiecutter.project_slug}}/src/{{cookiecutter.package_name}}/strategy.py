@@ -151,11 +151,9 @@ def worker_count(strategy):
 
 
 def is_chief(strategy):
-    """The worker whose checkpoints and exports are kept (worker 0)."""
-    resolver = strategy.cluster_resolver
-    return resolver is None or resolver.task_type in (None, "chief") or (
-        resolver.task_type == "worker" and resolver.task_id == 0
-    )
+    """The worker whose checkpoints and exports are kept: the "chief" task when the
+    cluster has one, else worker 0 (TensorFlow's own rule)."""
+    return strategy.extended.should_checkpoint
 {%- endif %}
 
 

@@ -88,18 +88,23 @@ def check_first_record(path, num_features):
         ) from None
 
 
-def read_examples(files, num_features):
-    """Unbatched (features, label) examples from `files`, with a known size."""
+def check_files(files, num_features):
+    """Read every file once before training; return each one's record count."""
+    counts = []
+    for path in files:
+        counts.append(count_records(path))
+        check_first_record(path, num_features)
+    return counts
+
+
+def read_examples(files, num_features, total):
+    """Unbatched (features, label) examples from checked `files` holding `total`."""
     spec = feature_spec(num_features)
 
     def parse(record):
         example = tf.io.parse_single_example(record, spec)
         return example["features"], tf.cast(example["label"], tf.int32)
 
-    total = 0
-    for path in files:
-        total += count_records(path)
-        check_first_record(path, num_features)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     dataset = dataset.interleave(
         tf.data.TFRecordDataset, cycle_length=tf.data.AUTOTUNE, deterministic=True

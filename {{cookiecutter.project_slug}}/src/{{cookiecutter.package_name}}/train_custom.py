@@ -155,7 +155,8 @@ def make_train_function(strategy, state, global_batch_size):
 
 def make_eval_function(strategy, model):
     """A tf.function returning the summed loss, correct count and example count of
-    one global batch: exact means, whatever the replica count."""
+    one global batch: exact means over the evaluated examples, however they are
+    split across replicas."""
 
     def replica_eval(features, labels):
         logits = model(features, training=False)

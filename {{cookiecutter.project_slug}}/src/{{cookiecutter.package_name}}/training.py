@@ -117,7 +117,8 @@ def worker_dir(model_dir, strategy):
     the chief's copy is kept). A restarted worker starts its scratch afresh."""
     if is_chief(strategy):
         return model_dir
-    scratch = model_dir / f".worker-{strategy.cluster_resolver.task_id}"
+    resolver = strategy.cluster_resolver
+    scratch = model_dir / f".{resolver.task_type}-{resolver.task_id}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()
     return scratch
@@ -183,7 +184,14 @@ def restore_latest(checkpoint, progress, model_dir, write_dir):
     manager = tf.train.CheckpointManager(checkpoint, str(write_dir / "backup"), max_to_keep=2)
     latest = tf.train.latest_checkpoint(str(model_dir / "backup"))
     if latest:
-        checkpoint.restore(latest).assert_consumed()
+        try:
+            checkpoint.restore(latest).assert_consumed()
+        except (AssertionError, ValueError, tf.errors.OpError) as err:
+            problem = str(err).strip().splitlines()[0][:200] if str(err).strip() else "mismatch"
+            raise TrainingError(
+                f"the checkpoint {latest} does not fit this model and optimizer ({problem})"
+                " - train into a new --model-dir, or delete its backup/ to start over"
+            ) from None
         log.info("resumed from epoch %d step 0", progress.first_epoch)
     else:
         log.info("starting fresh")
