@@ -164,7 +164,8 @@ def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if coo
     relaunched_dir = tmp_path / "killed"
     killed = start_launcher(*command, *train_flags(relaunched_dir, loop))
     try:
-        pids = wait_for(killed, "[worker 1] epoch 1/3")
+        # Epoch 2 under way: the chief's epoch-1 checkpoint is complete.
+        pids = wait_for(killed, "[worker 1] epoch 2/3")
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
         killed.communicate(timeout=60)  # reads the rest, so the launcher never blocks
         assert killed.returncode != 0

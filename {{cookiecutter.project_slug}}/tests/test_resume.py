@@ -91,6 +91,16 @@ def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, loop{% if cook
     assert_same_weights(actual["weights_path"], expected["weights_path"], atol=1e-6)
 
 
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_finished_run_restarted_has_nothing_left_to_train(one_device, sgd_config, loop):
+    config = sgd_config("finished", 128, epochs=2{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    first = train(config, one_device)
+    again = train(config, one_device)
+    assert again["losses"] == []
+    assert again["final_loss"] == first["final_loss"]
+    assert again["weights_fingerprint"] == first["weights_fingerprint"]
+
+
 def poisoned(load_examples):
     """load_examples whose training features are NaN from the first example on."""
 

@@ -146,7 +146,11 @@ def steps_per_epoch_for(num_examples, global_batch_size, steps_per_epoch=None):
 def training_batches(examples, global_batch_size, seed, repeat=False):
     """Shuffled global batches; the short last batch is dropped so every replica
     gets exactly global_batch_size // replicas examples at every step."""
-    dataset = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=True)
+    # The same order on every pass over this dataset: Keras may open an iterator on
+    # it before the one it trains on, and with reshuffling the order seen in training
+    # then depended on that (it made 1-step comparisons flaky). Epochs get their own
+    # order from the seed instead (seed + epoch).
+    dataset = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=False)
     if repeat:
         dataset = dataset.repeat()
     dataset = dataset.batch(global_batch_size, drop_remainder=True)

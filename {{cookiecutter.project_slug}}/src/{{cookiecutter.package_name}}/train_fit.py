@@ -122,21 +122,25 @@ def train_with_fit(config, strategy, plan, model_dir):
         repeat=plan.repeat,
     )
     eval_batches = evaluation_batches(plan.eval_examples, plan.global_batch_size)
-    history = model.fit(
-        train_batches,
-        initial_epoch=first_epoch,
-        epochs=config.epochs,
-        steps_per_epoch=plan.steps_per_epoch,
-        validation_data=eval_batches,
-        callbacks=[
-            # First: a NaN epoch is stopped before the checkpoint callback saves it.
-            LossWatch(config.epochs),
-            EpochCheckpoint(manager, progress),
-            keras.callbacks.TensorBoard(str(write_dir / "logs")),
-        ],
-        verbose=2,
-    )
-    losses = [float(loss) for loss in history.history.get("loss", [])]
+    history = {}
+    # A run killed after its last epoch's checkpoint has nothing left to train (fit
+    # would still reach for a first batch of the empty dataset).
+    if first_epoch < config.epochs:
+        history = model.fit(
+            train_batches,
+            initial_epoch=first_epoch,
+            epochs=config.epochs,
+            steps_per_epoch=plan.steps_per_epoch,
+            validation_data=eval_batches,
+            callbacks=[
+                # First: a NaN epoch is stopped before the checkpoint callback saves it.
+                LossWatch(config.epochs),
+                EpochCheckpoint(manager, progress),
+                keras.callbacks.TensorBoard(str(write_dir / "logs")),
+            ],
+            verbose=2,
+        ).history
+    losses = [float(loss) for loss in history.get("loss", [])]
     eval_loss, eval_metric = model.evaluate(eval_batches, verbose=0)
     weights_path = write_dir / "final.weights.h5"
     model.save_weights(str(weights_path))
@@ -148,7 +152,7 @@ def train_with_fit(config, strategy, plan, model_dir):
     return TrainingResult(
         losses=losses,
         final_loss=progress.final_loss,
-        final_metric=float(history.history[METRIC_NAME][-1]) if losses else None,
+        final_metric=float(history[METRIC_NAME][-1]) if losses else None,
         eval_loss=float(eval_loss),
         eval_metric=float(eval_metric),
         weights_path=str(weights_path),

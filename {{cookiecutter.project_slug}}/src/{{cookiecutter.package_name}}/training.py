@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import shutil
+import tempfile
 from pathlib import Path
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
@@ -92,9 +93,10 @@ def prepare_model_dir(path):
     model_dir = Path(path).resolve()
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
-        probe = model_dir / ".write-test"
-        probe.write_bytes(b"0" * 4096)
-        probe.unlink()
+        # A probe of its own: every worker of a job checks the same directory at once.
+        with tempfile.NamedTemporaryFile(dir=model_dir, prefix=".write-test-") as probe:
+            probe.write(b"0" * 4096)
+            probe.flush()
     except OSError as err:
         raise TrainingError(
             f"cannot write to the model directory {model_dir} ({err.strerror})"
