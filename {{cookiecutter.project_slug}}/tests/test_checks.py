@@ -192,8 +192,7 @@ def state_from(model, optimizer, strategy):
     with strategy.scope():
         metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
     progress = Progress(strategy)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=progress.next_epoch)
-    return TrainingState(model, optimizer, metric, progress, checkpoint)
+    return TrainingState(model, optimizer, metric, progress, progress.checkpoint(model, optimizer))
 
 
 def custom_model_built_outside_the_scope(strategy, config):

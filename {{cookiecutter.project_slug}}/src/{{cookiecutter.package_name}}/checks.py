@@ -22,6 +22,9 @@ import tf_keras as keras
 
 from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.data import (
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+    batches_for_epochs,
+{%- endif %}
     synthetic_arrays,
     training_batches,
 {%- if cookiecutter.distribution == "multi_worker" and cookiecutter.data_source == "tfrecord" %}
@@ -51,7 +54,14 @@ from {{ cookiecutter.package_name }}.train_custom import (
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.train_fit import build_compiled_model
 {%- endif %}
-from {{ cookiecutter.package_name }}.training import RunPlan, {% if cookiecutter.mixed_precision == "yes" %}apply_precision_policy, {% endif %}plan_run
+from {{ cookiecutter.package_name }}.training import (
+    RunPlan,
+{%- if cookiecutter.mixed_precision == "yes" %}
+    apply_precision_policy,
+{%- endif %}
+    first_line,
+    plan_run,
+)
 
 SUM = tf.distribute.ReduceOp.SUM
 {%- if cookiecutter.training_loop == "both" %}
@@ -131,10 +141,8 @@ class Report:
         except (CheckFailed, TrainerError) as err:  # messages that already say what to do
             self.add(name, False, str(err))
         except Exception as err:  # a crash in the checked code is a failed check
-            lines = str(err).strip().splitlines()
-            message = lines[0][:300] if lines else "no message"
             fix = CRASH_FIXES[name.split()[0]]
-            self.add(name, False, f"{type(err).__name__}: {message} - {fix}")
+            self.add(name, False, f"{type(err).__name__}: {first_line(err)} - {fix}")
         return None
 
     def not_run(self, name, reason):
@@ -236,8 +244,13 @@ def run_fit_steps(strategy, config, plan, steps):
 
     # fit calls train_step inside strategy.run: it sees one replica's batch.
     model.train_step = probed_train_step
-    batches = training_batches(
-        plan.train_examples, plan.global_batch_size, seed=config.seed, repeat=True
+    batches = batches_for_epochs(
+        plan.train_examples,
+        plan.global_batch_size,
+        seed=config.seed,
+        steps_per_epoch=steps,
+        epochs=range(1),
+        repeat=plan.repeat,
     )
     history = model.fit(batches, epochs=1, steps_per_epoch=steps, verbose=0)
     return ProbeRun(
@@ -670,16 +683,15 @@ def synthetic_plan(global_batch_size, steps=SYNC_STEPS):
 def check_mixed_step(strategy, config, plan):
     """One mixed_float16 step: float16 compute, float32 weights, finite values."""
 {%- if cookiecutter.mixed_precision == "yes" %}
-    mixed = dataclasses.replace(config, mixed_precision=True)
-    run = run_steps({% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, mixed, plan, 1)
-    apply_precision_policy(sgd_config(config))
+    mixed = dataclasses.replace(config, mixed_precision=True)  # run_steps sets the policy
 {%- else %}
+    mixed = config
     keras.mixed_precision.set_global_policy("mixed_float16")
+{%- endif %}
     try:
-        run = run_steps({% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, config, plan, 1)
+        run = run_steps({% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, mixed, plan, 1)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-{%- endif %}
     weights = run.model.get_weights()
     if not np.isfinite(run.loss) or not all(np.isfinite(weight).all() for weight in weights):
         raise CheckFailed(

@@ -213,7 +213,6 @@ def run_launch(args):
     return launch(args.workers, worker_argv, args.gpus_per_worker)
 
 
-
 def exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 {%- endif %}

@@ -66,12 +66,7 @@ def build_training_state(strategy, config):
         optimizer.build(model.trainable_variables)
         metric = keras.metrics.SparseCategoricalAccuracy(name=METRIC_NAME)
     progress = Progress(strategy)
-    checkpoint = tf.train.Checkpoint(
-        model=model,
-        optimizer=optimizer,
-        epoch=progress.next_epoch,
-        last_loss=progress.last_loss,
-    )
+    checkpoint = progress.checkpoint(model, optimizer)
     return TrainingState(model, optimizer, metric, progress, checkpoint)
 
 

@@ -3,9 +3,7 @@
 import logging
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
-import tensorflow as tf
 {%- else %}
-import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
 
@@ -103,12 +101,7 @@ def train_with_fit(config, strategy, plan, model_dir):
 {%- endif %}
     model = build_compiled_model(strategy, config)
     progress = Progress(strategy)
-    checkpoint = tf.train.Checkpoint(
-        model=model,
-        optimizer=model.optimizer,
-        epoch=progress.next_epoch,
-        last_loss=progress.last_loss,
-    )
+    checkpoint = progress.checkpoint(model, model.optimizer)
     manager = restore_latest(checkpoint, progress, model_dir, write_dir)
     first_epoch = progress.first_epoch
     # A plain dataset batched with the global batch: fit splits every batch across

@@ -174,6 +174,12 @@ class Progress:
         self.next_epoch.assign(epoch + 1)
         self.last_loss.assign(loss)
 
+    def checkpoint(self, model, optimizer):
+        """What every epoch saves: the model, the optimizer and this progress."""
+        return tf.train.Checkpoint(
+            model=model, optimizer=optimizer, epoch=self.next_epoch, last_loss=self.last_loss
+        )
+
 
 def restore_latest(checkpoint, progress, model_dir, write_dir):
     """Restore the last complete checkpoint, if any, and return the manager that
@@ -189,15 +195,21 @@ def restore_latest(checkpoint, progress, model_dir, write_dir):
         try:
             checkpoint.restore(latest).assert_consumed()
         except (AssertionError, ValueError, tf.errors.OpError) as err:
-            problem = str(err).strip().splitlines()[0][:200] if str(err).strip() else "mismatch"
             raise TrainingError(
-                f"the checkpoint {latest} does not fit this model and optimizer ({problem})"
+                f"the checkpoint {latest} does not fit this model and optimizer"
+                f" ({first_line(err, 200)})"
                 " - train into a new --model-dir, or delete its backup/ to start over"
             ) from None
         log.info("resumed from epoch %d step 0", progress.first_epoch)
     else:
         log.info("starting fresh")
     return manager
+
+
+def first_line(err, limit=300):
+    """The first line of an error's message (for one-line errors), or "no message"."""
+    lines = str(err).strip().splitlines()
+    return lines[0][:limit] if lines else "no message"
 
 
 def check_finite(loss, epoch, step):
