@@ -88,16 +88,14 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     assert sorted(path.name for path in model_dir.iterdir()) == [
         "backup", "final.weights.h5", "logs", "model.keras"
     ], "another worker's files were left in the model directory"
-    if loop == "custom":
-        assert first.count("starting fresh") == WORKERS
+    assert first.count("starting fresh") == WORKERS
     summary_path = tmp_path / "summary.json"
     second = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "2",
                                                  "--steps-per-epoch", "4", *data,
                                                  "--summary-json", str(summary_path)))
     # Every worker restored the chief's checkpoint: only epoch 2 ran.
     assert len(read_json(summary_path)["losses"]) == 1
-    if loop == "custom":
-        assert second.count("resumed from epoch 1 step 0") == WORKERS
+    assert second.count("resumed from epoch 1 step 0") == WORKERS
 
 
 def start_launcher(*command):
