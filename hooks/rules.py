@@ -250,8 +250,8 @@ def is_supported(options):
 # Files generated only for some options: path (inside the project, with the
 # package directory written as "src/PKG") -> predicate on the options.
 CONDITIONAL_FILES = {
-    "src/PKG/train_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
-    "src/PKG/train_custom.py": lambda o: o["training_loop"] in ("custom", "both"),
+    "src/PKG/engine_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
+    "src/PKG/engine_custom.py": lambda o: o["training_loop"] in ("custom", "both"),
     "tests/test_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
     "tests/test_custom_loop.py": lambda o: o["training_loop"] in ("custom", "both"),
     "src/PKG/cluster.py": lambda o: o["distribution"] == "multi_worker",
@@ -285,7 +285,11 @@ ALWAYS_FILES = (
     "src/PKG/config.py",
     "src/PKG/strategy.py",
     "src/PKG/data.py",
+    "src/PKG/compat.py",
     "src/PKG/model.py",
+    "src/PKG/checkpointing.py",
+    "src/PKG/evaluation.py",
+    "src/PKG/controller.py",
     "src/PKG/training.py",
     "src/PKG/checks.py",
     "tests/conftest.py",
@@ -295,6 +299,8 @@ ALWAYS_FILES = (
     "tests/test_strategy.py",
     "tests/test_cli.py",
     "tests/test_resume.py",
+    "tests/test_controller.py",
+    "tests/test_evaluation.py",
     "tests/test_preflight.py",
 )
 

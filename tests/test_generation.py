@@ -88,8 +88,8 @@ def test_default_bake_is_the_documented_one(cookies):
     assert result.exit_code == 0, result.exception
     project = Path(result.project_path)
     assert project.name == "tf-distributed-trainer"
-    assert (project / "src" / "tf_distributed_trainer" / "train_fit.py").is_file()
-    assert not (project / "src" / "tf_distributed_trainer" / "train_custom.py").exists()
+    assert (project / "src" / "tf_distributed_trainer" / "engine_fit.py").is_file()
+    assert not (project / "src" / "tf_distributed_trainer" / "engine_custom.py").exists()
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["dependencies"] == [
         "tensorflow>=2.21,<2.22",

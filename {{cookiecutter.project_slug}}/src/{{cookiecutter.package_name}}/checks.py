@@ -10,27 +10,32 @@ Each check gives one line: `PASS <check>: <detail>` or `FAIL <check>: <reason> -
 """
 
 import dataclasses
-{% if cookiecutter.keras_package == "keras3" %}
-import keras
+
 import numpy as np
 import tensorflow as tf
-{%- else %}
-import numpy as np
-import tensorflow as tf
-import tf_keras as keras
-{%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.checkpointing import first_line
+from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies
 from {{ cookiecutter.package_name }}.data import (
-{%- if cookiecutter.training_loop in ("fit", "both") %}
-    batches_for_epochs,
-{%- endif %}
+    RunPlan,
+    epoch_batches,
+    plan_run,
     synthetic_arrays,
     training_batches,
 {%- if cookiecutter.distribution == "multi_worker" and cookiecutter.data_source == "tfrecord" %}
     with_shard_policy,
 {%- endif %}
 )
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") %}
+from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+from {{ cookiecutter.package_name }}.model import set_precision_policy
+{%- endif %}
 from {{ cookiecutter.package_name }}.strategy import (
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version,
@@ -43,24 +48,6 @@ from {{ cookiecutter.package_name }}.strategy import (
     make_strategy,
     worker_count,
 {%- endif %}
-)
-{%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.train_custom import (
-    build_training_state,
-    distributed_batches,
-    make_train_function,
-)
-{%- endif %}
-{%- if cookiecutter.training_loop in ("fit", "both") %}
-from {{ cookiecutter.package_name }}.train_fit import build_compiled_model
-{%- endif %}
-from {{ cookiecutter.package_name }}.training import (
-    RunPlan,
-{%- if cookiecutter.mixed_precision == "yes" %}
-    apply_precision_policy,
-{%- endif %}
-    first_line,
-    plan_run,
 )
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -156,25 +143,6 @@ class Report:
             print(result, flush=True)
 
 
-def is_distributed(variable):
-    """True when the variable has a copy per replica (mirrored or sync-on-read)."""
-{%- if cookiecutter.keras_package == "keras3" %}
-    return isinstance(variable.value, tf.distribute.DistributedValues)
-{%- else %}
-    return isinstance(variable, tf.distribute.DistributedValues)
-{%- endif %}
-
-
-def replica_copies(strategy, variable):
-    """The variable's value on each replica, as NumPy arrays."""
-{%- if cookiecutter.keras_package == "keras3" %}
-    values = strategy.experimental_local_results(variable.value)
-{%- else %}
-    values = strategy.experimental_local_results(variable)
-{%- endif %}
-    return [value.numpy() for value in values]
-
-
 def record_batch_size(features, batch_sizes):
     """Add the batch size of `features`, seen inside a replica step, to `batch_sizes`."""
     size = features.shape[0]
@@ -232,7 +200,7 @@ class ProbeRun:
 
 
 def run_fit_steps(strategy, config, plan, steps):
-    """`steps` steps of model.fit on the model from build_compiled_model."""
+    """`steps` steps of the fit engine on the model from build_compiled_model."""
     keras.utils.set_random_seed(config.seed)
     model = build_compiled_model(strategy, config)
     batch_sizes = set()
@@ -242,41 +210,45 @@ def run_fit_steps(strategy, config, plan, steps):
         record_batch_size(tf.nest.flatten(data)[0], batch_sizes)
         return train_step(data)
 
-    # fit calls train_step inside strategy.run: it sees one replica's batch.
+    # The engine calls train_step inside strategy.run: it sees one replica's batch.
     model.train_step = probed_train_step
-    batches = batches_for_epochs(
-        plan.train_examples,
-        plan.global_batch_size,
-        seed=config.seed,
-        steps_per_epoch=steps,
-        epochs=range(1),
-        repeat=plan.repeat,
-    )
-    history = model.fit(batches, epochs=1, steps_per_epoch=steps, verbose=0)
-    return ProbeRun(
-        model, model.optimizer, model.metrics, float(history.history["loss"][-1]), batch_sizes
-    )
+    engine = FitEngine(strategy, model, steps)
+    loss, _ = engine.train(first_batches(strategy, plan, config.seed, steps), tf.constant(steps))
+    return ProbeRun(model, model.optimizer, model.metrics, float(loss), batch_sizes)
 {%- endif %}
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 
 
 def run_custom_steps(strategy, config, plan, steps):
-    """`steps` steps of the custom loop's train function on its own data iterator."""
+    """`steps` steps of the custom engine's train function."""
     keras.utils.set_random_seed(config.seed)
     state = build_training_state(strategy, config)
     probe = BatchProbe(state.model)
-    train_steps = make_train_function(
-        strategy, dataclasses.replace(state, model=probe), plan.global_batch_size
+    engine = CustomEngine(
+        strategy, dataclasses.replace(state, model=probe), plan.global_batch_size, steps
     )
-    iterator = distributed_batches(strategy, plan, seed=config.seed)
-    loss = float(train_steps(iterator, tf.constant(steps))) / steps
-    return ProbeRun(state.model, state.optimizer, [state.metric], loss, probe.batch_sizes)
+    loss, _ = engine.train(first_batches(strategy, plan, config.seed, steps), tf.constant(steps))
+    return ProbeRun(state.model, state.optimizer, [state.metric], float(loss), probe.batch_sizes)
 {%- endif %}
+
+
+def first_batches(strategy, plan, seed, steps):
+    """The first `steps` distributed batches of epoch 0, as `train` reads them."""
+    batches = epoch_batches(
+        plan.train_examples,
+        plan.global_batch_size,
+        seed=seed,
+        epoch=0,
+        first_step=0,
+        steps_per_epoch=steps,
+        repeat=plan.repeat,
+    )
+    return iter(strategy.experimental_distribute_dataset(batches))
 
 
 def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps):
 {%- if cookiecutter.mixed_precision == "yes" %}
-    apply_precision_policy(config)
+    set_precision_policy(config.mixed_precision)
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
     if loop == "fit":
@@ -499,19 +471,11 @@ def check_batch_split(run, plan, replicas):
     )
 
 
-def check_upstream(config, replicas, runs):
+def check_upstream(replicas, runs):
     """Options that are known to be broken upstream (facts, section 3)."""
 {%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version()
     problems = []
-{%- if cookiecutter.training_loop in ("fit", "both") %}
-    if config.steps_per_execution > 1 and replicas > 1:
-        problems.append(
-            f"steps_per_execution={config.steps_per_execution} fails on several replicas"
-            " (https://github.com/keras-team/keras/issues/19246) - use 1, or the custom"
-            " loop's --steps-per-call"
-        )
-{%- endif %}
     for run in runs:
         optimizer = getattr(run.optimizer, "inner_optimizer", run.optimizer)
         clipping = [
@@ -534,7 +498,7 @@ def check_upstream(config, replicas, runs):
         raise CheckFailed("; ".join(dict.fromkeys(problems)))
     return (
         f"keras {keras.__version__}: no option known to be broken upstream"
-        " (steps_per_execution keras#19246, jit_compile keras#19005, gradient clipping)",
+        " (jit_compile keras#19005, gradient clipping)",
         True,
     )
 {%- else %}
@@ -575,7 +539,7 @@ def doctor(config):
     runs = [check_training_step(report, strategy, config, plan)]
 {%- endif %}
     runs = [run for run in runs if run is not None]
-    report.run("upstream", check_upstream, config, strategy.num_replicas_in_sync, runs)
+    report.run("upstream", check_upstream, strategy.num_replicas_in_sync, runs)
     return report
 
 

@@ -74,16 +74,19 @@ def add_config_flags(parser):
 {%- if cookiecutter.training_loop == "both" %}
     parser.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
 {%- endif %}
-{%- if cookiecutter.training_loop in ("custom", "both") %}
     parser.add_argument(
-        "--steps-per-call", type=positive_int, help="custom loop: steps per tf.function call"
+        "--steps-per-call", type=positive_int, help="training steps per tf.function call"
     )
-{%- endif %}
-{%- if cookiecutter.training_loop in ("fit", "both") %}
     parser.add_argument(
-        "--steps-per-execution", type=positive_int, help="fit: steps per compiled call"
+        "--checkpoint-every",
+        type=positive_int,
+        help="save a checkpoint every N global steps, and at every epoch end (default: 1000)",
     )
-{%- endif %}
+    parser.add_argument(
+        "--deterministic",
+        action=argparse.BooleanOptionalAction,
+        help="deterministic kernels: bit-identical reruns and resumes on GPUs too",
+    )
 {%- if cookiecutter.mixed_precision == "yes" %}
     parser.add_argument(
         "--mixed-precision",
@@ -171,6 +174,7 @@ def config_from_args(args):
 def run_train(args):
     config = config_from_args(args)
     # The strategy first: it must exist before any other TensorFlow op.
+    from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Preempted
     from {{ cookiecutter.package_name }}.strategy import make_strategy
     from {{ cookiecutter.package_name }}.training import train
 
@@ -181,7 +185,10 @@ def run_train(args):
 
     strategy = make_strategy()
 {%- endif %}
-    train(config, strategy)
+    try:
+        train(config, strategy)
+    except Preempted:
+        return PREEMPTED_EXIT_STATUS
     return 0
 
 

@@ -2,9 +2,15 @@
 
 To train on your own data, change `load_examples`: it returns unbatched
 (features, label) datasets. Everything after it (cardinality guards, global
-batching, sharding) stays as it is.
+batching, sharding, the data order) stays as it is.
+
+The training data order is a pure function of (seed, epoch, step): a run resumed
+at step S of epoch E builds epoch E's batches again and starts at batch S, so it
+sees what an uninterrupted run sees without checkpointing a data iterator (which
+TensorFlow cannot do for a distributed dataset, tensorflow/tensorflow#56372).
 """
 
+import dataclasses
 import logging
 {%- if cookiecutter.data_source == "tfrecord" %}
 from pathlib import Path
@@ -14,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, tfrecords{% endif %}
+from {{ cookiecutter.package_name }}.strategy import global_batch_size, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +114,33 @@ def with_shard_policy(dataset, policy):
     return dataset.with_options(options)
 
 
+@dataclasses.dataclass
+class RunPlan:
+    """What the data looks like for this strategy, checked before training."""
+
+    global_batch_size: int
+    steps_per_epoch: int
+    train_examples: tf.data.Dataset
+    eval_examples: tf.data.Dataset
+    # An explicit steps_per_epoch streams the data (repeated) within an epoch.
+    repeat: bool
+
+
+def plan_run(config, strategy):
+    """Load and check the data for `strategy`: sizes, steps per epoch."""
+    batch = global_batch_size(strategy, config.per_replica_batch_size)
+    train, evaluation = load_examples(config, worker_count(strategy))
+    num_train = count_examples(train, batch, config.steps_per_epoch, "training")
+    count_examples(evaluation, 1, split="evaluation")
+    return RunPlan(
+        global_batch_size=batch,
+        steps_per_epoch=steps_per_epoch_for(num_train, batch, config.steps_per_epoch),
+        train_examples=train,
+        eval_examples=evaluation,
+        repeat=config.steps_per_epoch is not None,
+    )
+
+
 def count_examples(examples, global_batch_size, steps_per_epoch=None, split="training"):
     """Check the dataset before training; return its size (None if unbounded).
 
@@ -146,10 +180,9 @@ def steps_per_epoch_for(num_examples, global_batch_size, steps_per_epoch=None):
 def training_batches(examples, global_batch_size, seed, repeat=False):
     """Shuffled global batches; the short last batch is dropped so every replica
     gets exactly global_batch_size // replicas examples at every step."""
-    # The same order on every pass over this dataset: Keras may open an iterator on
-    # it before the one it trains on, and with reshuffling the order seen in training
-    # then depended on that (it made 1-step comparisons flaky). Epochs get their own
-    # order from the seed instead (seed + epoch).
+    # The same order on every pass over this dataset: the order is chosen by the
+    # seed alone (each epoch gets its own, see epoch_batches), never by how many
+    # iterators were opened on it before.
     dataset = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=False)
     if repeat:
         dataset = dataset.repeat()
@@ -157,25 +190,20 @@ def training_batches(examples, global_batch_size, seed, repeat=False):
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def batches_for_epochs(examples, global_batch_size, seed, steps_per_epoch, epochs, repeat=False):
-    """The global batches of `epochs` (a range of epoch numbers), one epoch after
-    another: epoch e is `steps_per_epoch` batches shuffled with seed + e, so a run
-    resumed at epoch e sees exactly what an uninterrupted run sees there."""
-    epoch_numbers = tf.data.Dataset.range(epochs.start, epochs.stop)
-    batches = epoch_numbers.flat_map(
-        lambda epoch: training_batches(examples, global_batch_size, seed + epoch, repeat).take(
-            steps_per_epoch
-        )
-    )
-    # FILE sharding cannot reach the files inside flat_map ("Found an unshardable
-    # source dataset"): across workers these batches are sharded by DATA.
-    if examples.options().experimental_distribute.auto_shard_policy.name == "FILE":
-        log.info("per-epoch batches: input sharding across workers: DATA")
-    return with_shard_policy(batches, tf.data.experimental.AutoShardPolicy.DATA)
+def epoch_batches(examples, global_batch_size, seed, epoch, first_step, steps_per_epoch, repeat):
+    """Epoch `epoch`'s global batches from step `first_step` on.
+
+    Epoch e is the first `steps_per_epoch` batches shuffled with seed + e, so the
+    batches from (epoch, step) on are the same in a resumed run as in an
+    uninterrupted one. skip() runs the input pipeline over the skipped batches
+    (reading and shuffling, no training step); it is only paid on a resume.
+    """
+    batches = training_batches(examples, global_batch_size, seed + epoch, repeat)
+    return batches.take(steps_per_epoch).skip(first_step)
 
 
 def evaluation_batches(examples, global_batch_size):
-    """The evaluation set's full global batches, in order (a short remainder is
-    dropped, like in training, so every replica gets the same number of examples)."""
-    dataset = examples.batch(global_batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    """The evaluation set in global batches, in order, the last one short: every
+    example counts once (a replica may get a short or an empty share of the last
+    batch; the evaluation sums handle both)."""
+    return examples.batch(global_batch_size).prefetch(tf.data.AUTOTUNE)

@@ -1,21 +1,23 @@
-"""The model and its optimizer: change the network here.
+"""The model, its loss and its optimizer: change the network here.
 
-Both are built by the training code under `strategy.scope()`, so their variables
-are mirrored on every replica.
+The model and the optimizer are built by the engines under `strategy.scope()`,
+so their variables are mirrored on every replica.
 """
-{% if cookiecutter.keras_package == "keras3" %}
-import keras
-{%- else %}
-import tf_keras as keras
-{%- endif %}
 
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES
+
+# The training metric, reported per epoch next to the loss.
+METRIC_NAME = "accuracy"
 {%- if cookiecutter.mixed_precision == "yes" %}
 
 
-def set_precision_policy():
-    """mixed_float16 compute with float32 weights; must run before the model is built."""
-    keras.mixed_precision.set_global_policy("mixed_float16")
+def set_precision_policy(mixed_precision):
+    """mixed_float16 compute with float32 weights, or float32 (what equivalence
+    checks use); must run before the model is built."""
+    keras.mixed_precision.set_global_policy("mixed_float16" if mixed_precision else "float32")
 {%- endif %}
 
 
@@ -34,6 +36,23 @@ def build_model(num_features=NUM_FEATURES, num_classes=NUM_CLASSES):
     outputs = keras.layers.Dense(num_classes, name="logits")(x)
 {%- endif %}
     return keras.Model(inputs, outputs, name="classifier")
+
+
+def per_example_loss(labels, logits):
+    """Cross-entropy per example, in float32 whatever the compute dtype (float16
+    loses the softmax's precision). Training adds the regularization once per
+    step; evaluation reports this loss alone."""
+    logits = tf.cast(logits, tf.float32)
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def make_loss():
+    """The same loss as a Keras loss object, for `compile` (the fit engine)."""
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def make_metric():
+    return keras.metrics.SparseCategoricalAccuracy(name=METRIC_NAME)
 
 
 def make_optimizer(name, learning_rate):

@@ -123,6 +123,11 @@ def make_local_strategy(cpu_replicas=None):
 
 def worker_count(strategy):
     return 1
+
+
+def is_chief(strategy):
+    """One machine: this process keeps the checkpoints and writes the summary."""
+    return True
 {%- else %}
 
 

@@ -1,0 +1,193 @@
+"""The run's position and its checkpoints, and where each worker writes.
+
+A checkpoint holds the model, the optimizer and the run's position: the epoch,
+the steps done in it, the global step, and the epoch's loss and metric sums so
+far. Together with a data order that is a function of (seed, epoch, step), that
+is everything a restarted run needs to continue exactly where the saved one was.
+"""
+
+import hashlib
+import logging
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError
+{%- if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.strategy import is_chief
+{%- endif %}
+
+log = logging.getLogger(__name__)
+
+# Refuse to start with less room than this for checkpoints and the final model.
+MIN_FREE_BYTES = 64 * 2**20
+CHECKPOINT_DIR = "checkpoints"
+# The newest checkpoints kept: a save killed half-way never replaces the last good one.
+KEEP_CHECKPOINTS = 2
+
+
+class CheckpointError(TrainerError):
+    pass
+
+
+class Progress:
+    """Where the run is, as variables saved in every checkpoint."""
+
+    def __init__(self, strategy):
+        with strategy.scope():
+            self.epoch = self._variable(0, tf.int64, "epoch")  # the epoch under way
+            self.step = self._variable(0, tf.int64, "step")  # steps done in it
+            self.global_step = self._variable(0, tf.int64, "global_step")
+            # The epoch's sums of per-step loss and metric so far.
+            self.loss_sum = self._variable(0.0, tf.float64, "loss_sum")
+            self.metric_sum = self._variable(0.0, tf.float64, "metric_sum")
+            # The loss of the last finished epoch (a finished run restarted reports it).
+            self.last_loss = self._variable(math.nan, tf.float64, "last_loss")
+
+    @staticmethod
+    def _variable(value, dtype, name):
+        return tf.Variable(value, dtype=dtype, trainable=False, name=name)
+
+    def variables(self):
+        return {
+            name: getattr(self, name)
+            for name in ("epoch", "step", "global_step", "loss_sum", "metric_sum", "last_loss")
+        }
+
+    @property
+    def position(self):
+        """(epoch, step within it): where training continues."""
+        return int(self.epoch.numpy()), int(self.step.numpy())
+
+    @property
+    def final_loss(self):
+        loss = float(self.last_loss.numpy())
+        return None if math.isnan(loss) else loss
+
+    def add_steps(self, steps, mean_loss, mean_metric):
+        """`steps` more steps whose mean loss and metric were these."""
+        self.step.assign_add(steps)
+        self.global_step.assign_add(steps)
+        self.loss_sum.assign_add(steps * float(mean_loss))
+        self.metric_sum.assign_add(steps * float(mean_metric))
+
+    def epoch_means(self):
+        steps = int(self.step.numpy())
+        return float(self.loss_sum.numpy()) / steps, float(self.metric_sum.numpy()) / steps
+
+    def finish_epoch(self, loss):
+        self.epoch.assign_add(1)
+        self.step.assign(0)
+        self.loss_sum.assign(0.0)
+        self.metric_sum.assign(0.0)
+        self.last_loss.assign(loss)
+
+
+class Checkpoints:
+    """Saves to `write_dir`/checkpoints and restores from `model_dir`/checkpoints
+    (the chief's, for every worker), keeping the newest two.
+
+    A save is atomic: TensorFlow writes the data files first and replaces the
+    small `checkpoint` state file last, so a kill during a save leaves the
+    previous checkpoint as the latest.
+    """
+
+    def __init__(self, trackables, progress, model_dir, write_dir):
+        self.progress = progress
+        self.checkpoint = tf.train.Checkpoint(**trackables, **progress.variables())
+        self.restore_dir = Path(model_dir) / CHECKPOINT_DIR
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(Path(write_dir) / CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
+        )
+
+    def restore(self):
+        """Restore the newest complete checkpoint; return its position, or None."""
+        latest = tf.train.latest_checkpoint(str(self.restore_dir))
+        if not latest:
+            return None
+        try:
+            self.checkpoint.restore(latest).assert_consumed()
+        except (AssertionError, ValueError, tf.errors.OpError) as err:
+            raise CheckpointError(
+                f"the checkpoint {latest} does not fit this model and optimizer"
+                f" ({first_line(err, 200)})"
+                " - train into a new --model-dir, or delete its checkpoints/ to start over"
+            ) from None
+        return self.progress.position
+
+    def save(self):
+        """Save at the current global step (its number names the checkpoint)."""
+        return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
+
+
+def first_line(err, limit=300):
+    """The first line of an error's message (for one-line errors), or "no message"."""
+    lines = str(err).strip().splitlines()
+    return lines[0][:limit] if lines else "no message"
+
+
+def prepare_model_dir(path):
+    """Create the model directory and prove it takes a write, before training."""
+    model_dir = Path(path).resolve()
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        # A probe of its own: every worker of a job checks the same directory at once.
+        with tempfile.NamedTemporaryFile(dir=model_dir, prefix=".write-test-") as probe:
+            probe.write(b"0" * 4096)
+            probe.flush()
+    except OSError as err:
+        raise CheckpointError(
+            f"cannot write to the model directory {model_dir} ({err.strerror})"
+            " - pass a writable --model-dir"
+        ) from None
+    free = shutil.disk_usage(model_dir).free
+    if free < MIN_FREE_BYTES:
+        raise CheckpointError(
+            f"only {free // 2**20} MiB free for the model directory {model_dir}: checkpoints"
+            f" need at least {MIN_FREE_BYTES // 2**20} MiB - free some space or pass"
+            " another --model-dir"
+        )
+    return model_dir
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def worker_dir(model_dir, strategy):
+    """Where this worker writes: the model directory on the chief, a scratch
+    directory of its own elsewhere (every worker must take part in saving; only
+    the chief's copy is kept). A restarted worker starts its scratch afresh."""
+    if is_chief(strategy):
+        return model_dir
+    resolver = strategy.cluster_resolver
+    scratch = model_dir / f".{resolver.task_type}-{resolver.task_id}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    return scratch
+
+
+def remove_worker_dir(path, model_dir):
+    if Path(path) != Path(model_dir):
+        shutil.rmtree(path, ignore_errors=True)
+{%- else %}
+
+
+def worker_dir(model_dir, strategy):
+    """Where this process writes: one machine, so the model directory itself."""
+    return model_dir
+
+
+def remove_worker_dir(path, model_dir):
+    """Nothing to clean up on one machine."""
+{%- endif %}
+
+
+def fingerprint(weights):
+    """A short hash of a list of weight arrays: equal fingerprints, bit-identical
+    weights (replicas, workers, reruns)."""
+    digest = hashlib.sha256()
+    for array in weights:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]

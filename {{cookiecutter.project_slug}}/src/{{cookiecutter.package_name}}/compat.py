@@ -1,0 +1,84 @@
+"""The differences between Keras 3 and tf_keras that are only API names, in one place.
+
+Everything else imports `keras` from here, so the rest of the package reads the
+same for either Keras package.
+"""
+{% if cookiecutter.keras_package == "keras3" %}
+import keras
+import tensorflow as tf
+
+KERAS_PACKAGE = "keras3"
+
+
+def loss_scale_optimizer(optimizer):
+    return keras.optimizers.LossScaleOptimizer(optimizer)
+
+
+def is_loss_scale_optimizer(optimizer):
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+def scale_loss(optimizer, loss):
+    return optimizer.scale_loss(loss)
+
+
+def unscale_gradients(optimizer, gradients):
+    # Keras 3's LossScaleOptimizer unscales inside apply_gradients.
+    return gradients
+
+
+def metric_results(model):
+    """The compiled model's metrics by name (loss first), as tensors."""
+    return model.get_metrics_result()
+
+
+def is_distributed(variable):
+    """True when the variable has a copy per replica (mirrored or sync-on-read)."""
+    return isinstance(variable.value, tf.distribute.DistributedValues)
+
+
+def replica_copies(strategy, variable):
+    """The variable's value on each replica, as NumPy arrays."""
+    return [value.numpy() for value in strategy.experimental_local_results(variable.value)]
+{%- else %}
+import tensorflow as tf
+import tf_keras as keras
+
+KERAS_PACKAGE = "tf_keras"
+
+
+def loss_scale_optimizer(optimizer):
+    return keras.mixed_precision.LossScaleOptimizer(optimizer)
+
+
+def is_loss_scale_optimizer(optimizer):
+    return isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+
+def scale_loss(optimizer, loss):
+    return optimizer.get_scaled_loss(loss)
+
+
+def unscale_gradients(optimizer, gradients):
+    return optimizer.get_unscaled_gradients(gradients)
+
+
+def metric_results(model):
+    """The compiled model's metrics by name (loss first), as tensors."""
+    return {metric.name: metric.result() for metric in model.metrics}
+
+
+def is_distributed(variable):
+    """True when the variable has a copy per replica (mirrored or sync-on-read)."""
+    return isinstance(variable, tf.distribute.DistributedValues)
+
+
+def replica_copies(strategy, variable):
+    """The variable's value on each replica, as NumPy arrays."""
+    return [value.numpy() for value in strategy.experimental_local_results(variable)]
+{%- endif %}
+
+
+def learning_rate(optimizer):
+    """The optimizer's current learning rate, as a Python float."""
+    return float(tf.convert_to_tensor(optimizer.learning_rate))

@@ -1,0 +1,334 @@
+"""The training run, in global steps.
+
+The controller owns everything about a run that does not depend on how a step
+is computed: restoring the last checkpoint, the data position, running the
+engine "the next k steps" at a time, a checkpoint every `checkpoint_every`
+steps and at every epoch end, the NaN guard, evaluation at every epoch end,
+SIGTERM, TensorBoard scalars, and the run's tail (final model, summary).
+An engine (engine_fit.py, engine_custom.py) only knows how to run k steps.
+
+An engine provides:
+    name             "fit" or "custom"
+    model, optimizer what the run trains (built under the strategy's scope)
+    steps_per_call   the most steps one `train` call runs
+    train(iterator, k) -> (mean loss, mean metric) of the next k steps
+"""
+
+import json
+import logging
+import math
+import signal
+import threading
+import time
+from pathlib import Path
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.checkpointing import (
+    Checkpoints,
+    Progress,
+    fingerprint,
+    remove_worker_dir,
+    worker_dir,
+)
+from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
+from {{ cookiecutter.package_name }}.data import epoch_batches, evaluation_batches
+from {{ cookiecutter.package_name }}.evaluation import evaluate
+from {{ cookiecutter.package_name }}.model import METRIC_NAME
+from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
+
+log = logging.getLogger(__name__)
+
+# The exit status of a preempted run: 128 + SIGTERM, what a TFJob with
+# `restartPolicy: ExitCode` restarts and what the sbatch script requeues on.
+PREEMPTED_EXIT_STATUS = 143
+
+
+class TrainingError(TrainerError):
+    pass
+
+
+class Preempted(Exception):
+    """The run saved a checkpoint after SIGTERM and stops (exit status 143)."""
+
+
+class Controller:
+    def __init__(self, strategy, engine, plan, config, model_dir):
+        self.strategy = strategy
+        self.engine = engine
+        self.plan = plan
+        self.config = config
+        self.model_dir = Path(model_dir)
+        self.write_dir = worker_dir(self.model_dir, strategy)
+        self.progress = Progress(strategy)
+        self.checkpoints = Checkpoints(
+            {"model": engine.model, "optimizer": engine.optimizer},
+            self.progress,
+            self.model_dir,
+            self.write_dir,
+        )
+        self.eval_batches = evaluation_batches(plan.eval_examples, plan.global_batch_size)
+        self.throughput = Throughput(plan.global_batch_size)
+        self.losses, self.final_metric, self.last_eval = [], None, None
+
+    def run(self):
+        """Train from the last checkpoint to the last epoch; return the summary."""
+        resumed_from = self.checkpoints.restore()
+        if resumed_from is None:
+            log.info("starting fresh")
+        else:
+            log.info("resumed from epoch %d step %d", *resumed_from)
+        writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
+        with PreemptionWatch(self.strategy) as preemption, writer.as_default():
+            while self.progress.position[0] < self.config.epochs:
+                self.train_epoch(preemption)
+        return self.finish(resumed_from)
+
+    def train_epoch(self, preemption):
+        epoch, step = self.progress.position
+        steps = self.plan.steps_per_epoch
+        batches = epoch_batches(
+            self.plan.train_examples,
+            self.plan.global_batch_size,
+            seed=self.config.seed,
+            epoch=epoch,
+            first_step=step,
+            steps_per_epoch=steps,
+            repeat=self.plan.repeat,
+        )
+        iterator = iter(self.strategy.experimental_distribute_dataset(batches))
+        interval = Interval(self.plan.global_batch_size)
+        while step < steps:
+            count = self.next_call_size(step)
+            started = time.perf_counter()
+            loss, metric = self.engine.train(iterator, tf.constant(count))
+            loss = float(loss)  # the host waits here, once per call
+            check_finite(loss, epoch, step + count)
+            seconds = time.perf_counter() - started
+            self.throughput.add(count, seconds)
+            interval.add(count, loss, seconds)
+            self.progress.add_steps(count, loss, metric)
+            step += count
+            saved = False
+            if step < steps and self.global_step % self.config.checkpoint_every == 0:
+                self.save()
+                interval.write(self.engine.optimizer, self.global_step)
+                saved = True
+            if preemption.requested():
+                if not saved:
+                    self.save()
+                log.info("preempted: saved epoch %d step %d", epoch, step)
+                raise Preempted(f"saved epoch {epoch} step {step}")
+        loss, metric = self.progress.epoch_means()
+        self.progress.finish_epoch(loss)
+        self.save()
+        interval.write(self.engine.optimizer, self.global_step)
+        self.losses.append(loss)
+        self.final_metric = metric
+        self.last_eval = evaluate(self.strategy, self.engine.model, self.eval_batches)
+        log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
+        if preemption.requested():
+            log.info("preempted: saved epoch %d step 0", epoch + 1)
+            raise Preempted(f"saved epoch {epoch + 1} step 0")
+
+    @property
+    def global_step(self):
+        return int(self.progress.global_step.numpy())
+
+    def next_call_size(self, step):
+        """Steps for the next engine call: up to steps_per_call, never past the
+        epoch's end or the next checkpoint. A function of the position alone, so
+        a resumed run groups its steps as the uninterrupted run did."""
+        return min(
+            self.engine.steps_per_call - step % self.engine.steps_per_call,
+            self.plan.steps_per_epoch - step,
+            self.config.checkpoint_every - self.global_step % self.config.checkpoint_every,
+        )
+
+    def save(self):
+        path = self.checkpoints.save()
+        epoch, step = self.progress.position
+        log.info(
+            "checkpoint: epoch %d step %d (global step %d) in %s",
+            epoch, step, self.global_step, path,
+        )
+
+    def finish(self, resumed_from):
+        """The run's tail: evaluation, the final weights and model, the summary."""
+        model = self.engine.model
+        eval_loss, eval_metric = self.last_eval or evaluate(
+            self.strategy, model, self.eval_batches
+        )
+        weights_path = self.write_dir / "final.weights.h5"
+        model.save_weights(str(weights_path))
+        model.save(str(self.write_dir / "model.keras"))
+        remove_worker_dir(self.write_dir, self.model_dir)
+        summary = {
+            "replicas": self.strategy.num_replicas_in_sync,
+            "workers": worker_count(self.strategy),
+            "loop": self.engine.name,
+            "keras_package": KERAS_PACKAGE,
+            "per_replica_batch_size": self.config.per_replica_batch_size,
+            "global_batch_size": self.plan.global_batch_size,
+            "epochs": self.config.epochs,
+            "steps_per_epoch": self.plan.steps_per_epoch,
+            "checkpoint_every": self.config.checkpoint_every,
+            "resumed_from": (
+                None if resumed_from is None
+                else {"epoch": resumed_from[0], "step": resumed_from[1]}
+            ),
+            "global_step": self.global_step,
+            "examples_per_second": self.throughput.examples_per_second(),
+            "losses": self.losses,
+            "final_loss": self.progress.final_loss,
+            "metric_name": METRIC_NAME,
+            "final_metric": self.final_metric,
+            "eval_loss": eval_loss,
+            "eval_metric": eval_metric,
+            "weights_path": str(self.model_dir / "final.weights.h5"),
+            "weights_fingerprint": fingerprint(model.get_weights()),
+        }
+        log.info("final weights fingerprint: %s", summary["weights_fingerprint"])
+        log.info(
+            "done: replicas %d, global batch %d, eval loss %.4f, eval %s %.4f",
+            summary["replicas"],
+            summary["global_batch_size"],
+            eval_loss,
+            METRIC_NAME,
+            eval_metric,
+        )
+        if self.config.summary_json and is_chief(self.strategy):
+            write_summary(self.config.summary_json, summary)
+        return summary
+
+
+class Throughput:
+    """Training examples per second, steady state: the first call of a process
+    (tracing, warm-up) is left out when there are others."""
+
+    def __init__(self, global_batch_size):
+        self.global_batch_size = global_batch_size
+        self.calls = []
+
+    def add(self, steps, seconds):
+        self.calls.append((steps, seconds))
+
+    def examples_per_second(self):
+        calls = self.calls[1:] or self.calls
+        seconds = sum(seconds for _, seconds in calls)
+        if not seconds:
+            return None
+        return self.global_batch_size * sum(steps for steps, _ in calls) / seconds
+
+
+class Interval:
+    """What happened since the last TensorBoard write: the steps' mean loss and
+    their examples per second."""
+
+    def __init__(self, global_batch_size):
+        self.global_batch_size = global_batch_size
+        self.reset()
+
+    def reset(self):
+        self.steps, self.loss_sum, self.seconds = 0, 0.0, 0.0
+
+    def add(self, steps, loss, seconds):
+        self.steps += steps
+        self.loss_sum += steps * loss
+        self.seconds += seconds
+
+    def write(self, optimizer, global_step):
+        """Loss, learning rate and examples per second at `global_step`."""
+        if self.steps:
+            tf.summary.scalar("loss", self.loss_sum / self.steps, step=global_step)
+            tf.summary.scalar("learning_rate", learning_rate(optimizer), step=global_step)
+            tf.summary.scalar(
+                "examples_per_second",
+                self.global_batch_size * self.steps / max(self.seconds, 1e-9),
+                step=global_step,
+            )
+        self.reset()
+
+
+class PreemptionWatch:
+    """SIGTERM (what Kubernetes and Slurm send before they kill) asks the run to
+    save and stop at the next step boundary.{% if cookiecutter.distribution == "multi_worker" %} The workers agree at every boundary
+    (a collective over a flag), so a SIGTERM to one of them stops all of them at
+    the same step.{% endif %}"""
+
+    def __init__(self, strategy):
+        self.signalled = False
+{%- if cookiecutter.distribution == "multi_worker" %}
+        self.any_worker = make_any_worker(strategy)
+{%- endif %}
+        self.previous = None
+
+    def __enter__(self):
+        # Signal handlers can only be set from the main thread (not from a
+        # notebook's or a test runner's worker thread: there SIGTERM keeps its effect).
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self.on_sigterm)
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+    def on_sigterm(self, signum, frame):
+        self.signalled = True
+        log.warning("SIGTERM: saving a checkpoint at the next step boundary, then stopping")
+
+    def requested(self):
+{%- if cookiecutter.distribution == "multi_worker" %}
+        return self.any_worker(self.signalled)
+{%- else %}
+        return self.signalled
+{%- endif %}
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def make_any_worker(strategy):
+    """flag -> whether any worker's flag is set. Every worker calls it at the same
+    step boundaries (a collective: a worker that did not would stall the others)."""
+
+    @tf.function
+    def flags_set(flag):
+        per_replica = strategy.run(lambda value: value, args=(flag,))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    return lambda flag: float(flags_set(tf.constant(float(flag)))) > 0
+{%- endif %}
+
+
+def check_finite(loss, epoch, step):
+    """Stop at a NaN or Inf loss, before a checkpoint of it is written."""
+    if not math.isfinite(loss):
+        raise TrainingError(
+            f"the training loss became {loss} in epoch {epoch + 1} by step {step}"
+            " - lower --learning-rate or check the data; the last good checkpoint"
+            " is kept"
+        )
+
+
+def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
+    log.info(
+        "epoch %d/%d: loss %.4f %s %.4f, eval loss %.4f eval %s %.4f",
+        epoch + 1,
+        epochs,
+        loss,
+        METRIC_NAME,
+        metric,
+        eval_loss,
+        METRIC_NAME,
+        eval_metric,
+    )
+
+
+def write_summary(path, summary):
+    """Write the summary JSON atomically (a reader never sees half a file)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    partial.replace(target)

@@ -1,0 +1,121 @@
+"""The custom engine: `strategy.run` on a replica step, written out in full.
+
+The loss of each replica is scaled by the GLOBAL batch size and the replicas'
+losses are summed, so N replicas compute exactly what one device would on the
+same global batch.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+{%- if cookiecutter.mixed_precision == "yes" %}
+from {{ cookiecutter.package_name }}.compat import (
+    is_loss_scale_optimizer,
+    keras,
+    loss_scale_optimizer,
+    scale_loss,
+    unscale_gradients,
+)
+{%- else %}
+from {{ cookiecutter.package_name }}.compat import keras
+{%- endif %}
+from {{ cookiecutter.package_name }}.model import (
+    build_model,
+    make_metric,
+    make_optimizer,
+    per_example_loss,
+)
+
+SUM = tf.distribute.ReduceOp.SUM
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """Everything with variables: created together under the strategy's scope."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    metric: keras.metrics.Metric
+
+
+def build_training_state(strategy, config):
+    with strategy.scope():
+        model = build_model()
+        optimizer = make_optimizer(config.optimizer, config.learning_rate)
+{%- if cookiecutter.mixed_precision == "yes" %}
+        if config.mixed_precision:
+            optimizer = loss_scale_optimizer(optimizer)
+{%- endif %}
+        # Built here, not lazily in the first step: slots created outside the
+        # scope would be plain, unsynchronised variables.
+        optimizer.build(model.trainable_variables)
+        metric = make_metric()
+    return TrainingState(model, optimizer, metric)
+
+
+def replica_loss(model, labels, logits, global_batch_size):
+    """This replica's share of the global-batch loss: summed over replicas it is
+    the mean loss over the global batch, plus the regularization once."""
+    loss = tf.nn.compute_average_loss(
+        per_example_loss(labels, logits), global_batch_size=global_batch_size
+    )
+    if model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+    return loss
+
+
+def make_train_function(strategy, state, global_batch_size):
+    """A tf.function running `num_steps` training steps; returns their summed loss."""
+    model, optimizer = state.model, state.optimizer
+{%- if cookiecutter.mixed_precision == "yes" %}
+    loss_scaling = is_loss_scale_optimizer(optimizer)
+{%- endif %}
+
+    def replica_step(features, labels):
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True)
+            loss = replica_loss(model, labels, logits, global_batch_size)
+{%- if cookiecutter.mixed_precision == "yes" %}
+            # float16 gradients underflow without loss scaling.
+            scaled = scale_loss(optimizer, loss) if loss_scaling else loss
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        if loss_scaling:
+            gradients = unscale_gradients(optimizer, gradients)
+{%- else %}
+        gradients = tape.gradient(loss, model.trainable_variables)
+{%- endif %}
+        # Inside the replica function: the optimizer all-reduces (SUMs) the
+        # gradients across replicas before applying them.
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+        state.metric.update_state(labels, logits)
+        return loss
+
+    @tf.function
+    def train_steps(iterator, num_steps):
+        total = tf.constant(0.0)
+        for _ in tf.range(num_steps):
+            features, labels = next(iterator)
+            per_replica_loss = strategy.run(replica_step, args=(features, labels))
+            # Reduced inside the loop: a PerReplica value cannot leave a tf.range loop.
+            total += strategy.reduce(SUM, per_replica_loss, axis=None)
+        return total
+
+    return train_steps
+
+
+class CustomEngine:
+    name = "custom"
+
+    def __init__(self, strategy, state, global_batch_size, steps_per_call):
+        self.model = state.model
+        self.optimizer = state.optimizer
+        self.metric = state.metric
+        self.steps_per_call = steps_per_call
+        self.train_steps = make_train_function(strategy, state, global_batch_size)
+
+    def train(self, iterator, num_steps):
+        """Run the next `num_steps` steps; return their mean loss and metric."""
+        self.metric.reset_state()
+        total = self.train_steps(iterator, num_steps)
+        return total / tf.cast(num_steps, total.dtype), self.metric.result()

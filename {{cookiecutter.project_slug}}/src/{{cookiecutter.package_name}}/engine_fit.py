@@ -1,0 +1,66 @@
+"""The fit engine: the model Keras compiles, and the training step `model.fit` runs.
+
+`compile()` sets the loss, the metrics and the optimizer (wrapped in a
+LossScaleOptimizer under mixed_float16), and `model.train_step` is the step
+`fit` would run (override it in your model to change training). The engine
+runs that step under `strategy.run`, k steps per tf.function call, and the
+controller does the rest. `model.fit` itself cannot resume in the middle of
+an epoch: its data iterator restarts at batch 0 (see the README).
+"""
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import metric_results
+from {{ cookiecutter.package_name }}.model import (
+    METRIC_NAME,
+    build_model,
+    make_loss,
+    make_metric,
+    make_optimizer,
+)
+
+
+def build_compiled_model(strategy, config):
+    """Model, optimizer and metrics, all created under the strategy's scope."""
+    with strategy.scope():
+        model = build_model()
+        model.compile(
+            optimizer=make_optimizer(config.optimizer, config.learning_rate),
+            loss=make_loss(),
+            metrics=[make_metric()],
+        )
+        # Built here, under the scope, so its slots are mirrored and a checkpoint
+        # restores them before the first step.
+        model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def make_train_function(strategy, model):
+    """A tf.function running `num_steps` of the model's own train_step on the
+    replicas; fit's loss and metrics accumulate in the model's metrics."""
+
+    @tf.function
+    def train_steps(iterator, num_steps):
+        for _ in tf.range(num_steps):
+            # train_step scales the loss for the replicas and lets the optimizer
+            # all-reduce (SUM) the gradients, as in fit.
+            strategy.run(model.train_step, args=(next(iterator),))
+
+    return train_steps
+
+
+class FitEngine:
+    name = "fit"
+
+    def __init__(self, strategy, model, steps_per_call):
+        self.model = model
+        self.optimizer = model.optimizer
+        self.steps_per_call = steps_per_call
+        self.train_steps = make_train_function(strategy, model)
+
+    def train(self, iterator, num_steps):
+        """Run the next `num_steps` steps; return their mean loss and metric."""
+        self.model.reset_metrics()
+        self.train_steps(iterator, num_steps)
+        results = metric_results(self.model)
+        return results["loss"], results[METRIC_NAME]
