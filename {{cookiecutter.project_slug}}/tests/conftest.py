@@ -28,16 +28,14 @@ tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0],
     [tf.config.LogicalDeviceConfiguration()] * REPLICAS,
 )
-{% if cookiecutter.mixed_precision == "yes" and cookiecutter.keras_package == "keras3" %}
-import keras  # noqa: E402
-{%- endif %}
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-{%- if cookiecutter.mixed_precision == "yes" and cookiecutter.keras_package == "tf_keras" %}
-import tf_keras as keras  # noqa: E402
+{% if cookiecutter.mixed_precision == "yes" %}
+from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
+{%- else %}
+from {{ cookiecutter.package_name }}.compat import is_distributed, replica_copies  # noqa: E402
 {%- endif %}
-
-from {{ cookiecutter.package_name }}.checks import is_distributed, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402

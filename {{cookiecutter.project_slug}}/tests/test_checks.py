@@ -18,18 +18,15 @@ import tf_keras as keras
 from conftest import REPLICAS
 
 from {{ cookiecutter.package_name }} import checks
-{%- if cookiecutter.training_loop in ("custom", "both") %}, train_custom{% endif %}
-{%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}, train_fit{% endif %}
+{%- if cookiecutter.training_loop in ("custom", "both") %}, engine_custom{% endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}, engine_fit{% endif %}
 from {{ cookiecutter.package_name }}.checks import doctor
 from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.data import training_batches
+from {{ cookiecutter.package_name }}.data import epoch_batches
+from {{ cookiecutter.package_name }}.engine_custom import TrainingState
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
-{%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.train_custom import TrainingState, per_example_loss
-from {{ cookiecutter.package_name }}.training import Progress
-{%- endif %}
+from {{ cookiecutter.package_name }}.model import build_model, make_optimizer{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
 {%- else %}
 
 import pytest
@@ -169,18 +166,12 @@ def test_fit_built_outside_the_scope_fails_variables(
 {%- if cookiecutter.keras_package == "keras3" %}
 
 
-def test_steps_per_execution_on_keras3_fails_upstream(config):
-    config.steps_per_execution = 2
-    failed = failures(doctor(config))
-    assert "https://github.com/keras-team/keras/issues/19246" in failed["upstream"]
-
-
 def clipping_optimizer(name, learning_rate):
     return keras.optimizers.SGD(learning_rate=learning_rate, clipnorm=1.0)
 
 
 def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
-    monkeypatch.setattr(train_fit, "make_optimizer", clipping_optimizer)
+    monkeypatch.setattr(engine_fit, "make_optimizer", clipping_optimizer)
     failed = failures(doctor(config))
     assert "clipnorm clips each replica's gradient" in failed["upstream"]
 {%- endif %}
@@ -191,8 +182,7 @@ def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
 def state_from(model, optimizer, strategy):
     with strategy.scope():
         metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-    progress = Progress(strategy)
-    return TrainingState(model, optimizer, metric, progress, progress.checkpoint(model, optimizer))
+    return TrainingState(model, optimizer, metric)
 
 
 def custom_model_built_outside_the_scope(strategy, config):
@@ -235,8 +225,10 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
     assert "inside `with strategy.scope():`" in detail
 
 
-def undistributed_batches(strategy, plan, seed):
-    return iter(training_batches(plan.train_examples, plan.global_batch_size, seed=seed))
+def undistributed_batches(strategy, plan, seed, steps):
+    return iter(
+        epoch_batches(plan.train_examples, plan.global_batch_size, seed, 0, 0, steps, plan.repeat)
+    )
 
 
 def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):
@@ -245,14 +237,14 @@ def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_bat
 
 
 def test_dataset_not_distributed_fails_batch_split_and_sync(config, monkeypatch):
-    monkeypatch.setattr(checks, "distributed_batches", undistributed_batches)
+    monkeypatch.setattr(checks, "first_batches", undistributed_batches)
     failed = failures(doctor(config))
     assert "the dataset is not distributed" in failed[named("batch-split", "custom")]
     assert "the dataset is not distributed" in failed[named("sync", "custom")]
 
 
 def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
-    monkeypatch.setattr(train_custom, "replica_loss", replica_loss_averaged_over_the_local_batch)
+    monkeypatch.setattr(engine_custom, "replica_loss", replica_loss_averaged_over_the_local_batch)
     failed = failures(doctor(config))
     # The data is split correctly: only the loss scaling is wrong.
     assert named("batch-split", "custom") not in failed
@@ -260,7 +252,7 @@ def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
 
 
 def test_loss_reduced_with_mean_fails_sync(config, monkeypatch):
-    monkeypatch.setattr(train_custom, "SUM", tf.distribute.ReduceOp.MEAN)
+    monkeypatch.setattr(engine_custom, "SUM", tf.distribute.ReduceOp.MEAN)
     failed = failures(doctor(config))
     assert "reduced with MEAN" in failed[named("sync", "custom")]
     assert f"1/{REPLICAS} of one device's" in failed[named("sync", "custom")]

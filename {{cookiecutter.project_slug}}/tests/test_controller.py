@@ -1,1 +1,144 @@
-"""x"""
+"""The controller, driven by a stub engine: checkpoint intervals, the resume
+position, the work lost to a kill, and SIGTERM, in seconds rather than minutes.
+(test_resume.py does the same with the real engines, in real processes.)"""
+
+import logging
+import os
+import re
+import signal
+
+import pytest
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.controller import Controller, Preempted
+from {{ cookiecutter.package_name }}.data import plan_run
+from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
+
+STEPS_PER_EPOCH = 10
+EPOCHS = 2
+CHECKPOINT_EVERY = 4
+# Where the run saves: every 4 global steps and at both epoch ends.
+SAVED = [4, 8, 10, 12, 16, 20]
+
+
+class Killed(Exception):
+    """Stands for a SIGKILL: the run ends at once, nothing more is saved."""
+
+
+class StubEngine:
+    """Counts steps and records which batch each one trained on; its "loss" is
+    the batch's mean label, so the epoch losses depend on the data position."""
+
+    name = "stub"
+
+    def __init__(self, strategy, steps_per_call, kill_after=None, sigterm_after=None):
+        with strategy.scope():
+            self.model = build_model()
+            self.optimizer = make_optimizer("sgd", 0.1)
+            self.optimizer.build(self.model.trainable_variables)
+        self.strategy = strategy
+        self.steps_per_call = steps_per_call
+        self.kill_after = kill_after
+        self.sigterm_after = sigterm_after
+        self.steps_run = 0
+        self.batches_seen = []
+
+    def train(self, iterator, num_steps):
+        losses = []
+        for _ in range(int(num_steps)):
+            if self.steps_run == self.kill_after:  # killed right after step k
+                raise Killed
+            _, labels = next(iterator)
+            labels = tf.concat(self.strategy.experimental_local_results(labels), axis=0)
+            self.batches_seen.append(tuple(labels.numpy().tolist()))
+            losses.append(float(tf.reduce_mean(tf.cast(labels, tf.float64))))
+            self.steps_run += 1
+            if self.steps_run == self.sigterm_after:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return tf.constant(sum(losses) / len(losses)), tf.constant(0.5)
+
+
+@pytest.fixture
+def run(one_device, sgd_config, caplog):
+    """run(name, **engine options) -> (summary or the exception, engine, log lines)."""
+    caplog.set_level(logging.INFO)
+
+    def start(name, **engine_options):
+        config = sgd_config(
+            name, 32, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
+            checkpoint_every=CHECKPOINT_EVERY,
+        )
+        engine = StubEngine(one_device, **{"steps_per_call": 1, **engine_options})
+        caplog.clear()
+        plan = plan_run(config, one_device)
+        try:
+            outcome = Controller(one_device, engine, plan, config, config.model_dir).run()
+        except (Killed, Preempted) as stopped:
+            outcome = stopped
+        return outcome, engine, caplog.messages
+
+    return start
+
+
+def saved_steps(messages):
+    return [int(m) for m in re.findall(r"\(global step (\d+)\)", "\n".join(messages))]
+
+
+def resumed_at(messages):
+    """The global step a run resumed from, read from its `resumed from` line."""
+    (epoch, step), = re.findall(r"^resumed from epoch (\d+) step (\d+)$", "\n".join(messages),
+                                re.MULTILINE)
+    return int(epoch) * STEPS_PER_EPOCH + int(step)
+
+
+def test_checkpoints_every_n_steps_and_at_every_epoch_end(run, tmp_path):
+    summary, _, messages = run("interval")
+    assert saved_steps(messages) == SAVED
+    assert "starting fresh" in messages
+    assert summary["global_step"] == EPOCHS * STEPS_PER_EPOCH
+    assert summary["checkpoint_every"] == CHECKPOINT_EVERY
+    assert summary["resumed_from"] is None
+    kept = tf.train.get_checkpoint_state(str(tmp_path / "interval" / "checkpoints"))
+    assert [path.rsplit("-", 1)[1] for path in kept.all_model_checkpoint_paths] == ["16", "20"]
+
+
+@pytest.mark.parametrize("killed_after", [1, 3, 4, 5, 9, 10, 11, 15, 19])
+def test_a_kill_loses_at_most_checkpoint_every_steps(run, killed_after):
+    uninterrupted, reference, _ = run("uninterrupted")
+    killed, _, _ = run("killed", kill_after=killed_after)
+    assert isinstance(killed, Killed)
+    resumed, engine, messages = run("killed")
+    # The last save at or before the kill: a multiple of N, or an epoch end.
+    expected = max([0, *(step for step in SAVED if step <= killed_after)])
+    if expected:
+        assert resumed_at(messages) == expected
+    else:
+        assert "starting fresh" in messages
+    assert killed_after - expected < CHECKPOINT_EVERY
+    # The data position is restored: the resumed run trains on exactly the batches
+    # the uninterrupted run trained on from there, and ends with its losses.
+    assert engine.batches_seen == reference.batches_seen[expected:]
+    assert resumed["losses"] == uninterrupted["losses"][expected // STEPS_PER_EPOCH:]
+    assert resumed["final_loss"] == uninterrupted["final_loss"]
+
+
+def test_sigterm_saves_at_the_next_step_boundary_and_stops(run):
+    handler = signal.getsignal(signal.SIGTERM)
+    # 4 steps per call: SIGTERM during step 6 is acted on after step 8.
+    stopped, _, messages = run("preempted", steps_per_call=4, sigterm_after=6)
+    assert isinstance(stopped, Preempted)
+    assert messages[-1] == "preempted: saved epoch 0 step 8"
+    assert saved_steps(messages) == [4, 8]
+    resumed, _, messages = run("preempted", steps_per_call=4)
+    assert resumed_at(messages) == 8
+    assert resumed["resumed_from"] == {"epoch": 0, "step": 8}
+    assert resumed["global_step"] == EPOCHS * STEPS_PER_EPOCH
+    # The run's handler is gone after it: SIGTERM does what it did before.
+    assert signal.getsignal(signal.SIGTERM) == handler
+
+
+def test_evaluation_runs_at_every_epoch_end(run):
+    _, _, messages = run("evaluated")
+    epochs = [m for m in messages if m.startswith("epoch ")]
+    assert len(epochs) == EPOCHS
+    assert all(", eval loss " in line for line in epochs)

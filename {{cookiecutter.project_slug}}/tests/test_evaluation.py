@@ -1,1 +1,40 @@
-"""x"""
+"""Evaluation is exact: every example counts once, however the global batches
+split across replicas (a short last batch, an empty replica)."""
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.data import evaluation_batches, synthetic_arrays
+from {{ cookiecutter.package_name }}.evaluation import evaluate
+from {{ cookiecutter.package_name }}.model import build_model, per_example_loss
+
+# Two full global batches of 64 and a last one of 1 example: on 2 replicas, one
+# replica's share of it is empty.
+EXAMPLES = 2 * 64 + 1
+
+
+def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):
+    features, labels = synthetic_arrays(EXAMPLES, seed=3)
+    examples = tf.data.Dataset.from_tensor_slices((features, labels))
+    with two_replicas.scope():
+        model = build_model()
+    with one_device.scope():
+        reference = build_model()
+    reference.set_weights(model.get_weights())
+    distributed = evaluate(two_replicas, model, evaluation_batches(examples, 64))
+    whole_set = evaluate(one_device, reference, evaluation_batches(examples, EXAMPLES))
+    logits = reference(features, training=False)
+    expected_loss = float(np.mean(per_example_loss(labels, logits).numpy().astype("float64")))
+    expected_accuracy = float(np.mean(np.argmax(logits, axis=-1) == labels))
+    for loss, accuracy in (distributed, whole_set):
+        assert abs(loss - expected_loss) < 1e-6
+        assert abs(accuracy - expected_accuracy) < 1e-6
+    # Not halved, not missing the last example: the reference counts all 129.
+    assert abs(expected_accuracy * EXAMPLES - round(expected_accuracy * EXAMPLES)) < 1e-6
+
+
+def test_evaluation_batches_keep_the_short_last_batch():
+    features, labels = synthetic_arrays(EXAMPLES, seed=3)
+    examples = tf.data.Dataset.from_tensor_slices((features, labels))
+    sizes = [int(batch.shape[0]) for batch, _ in evaluation_batches(examples, 64)]
+    assert sizes == [64, 64, 1]

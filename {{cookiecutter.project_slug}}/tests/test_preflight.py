@@ -6,8 +6,8 @@ from collections import namedtuple
 
 import pytest
 
-from {{ cookiecutter.package_name }} import training
-from {{ cookiecutter.package_name }}.training import TrainingError, prepare_model_dir
+from {{ cookiecutter.package_name }} import checkpointing
+from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, prepare_model_dir
 
 DiskUsage = namedtuple("DiskUsage", "total used free")
 
@@ -15,15 +15,16 @@ DiskUsage = namedtuple("DiskUsage", "total used free")
 def test_model_dir_that_cannot_be_created_is_refused(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    with pytest.raises(TrainingError, match=r"^cannot write to the model directory .*a-file/run"):
+    with pytest.raises(CheckpointError, match=r"^cannot write to the model directory .*a-file/run"):
         prepare_model_dir(blocker / "run")
 
 
 def test_model_dir_on_a_full_disk_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda path: DiskUsage(10 * 2**30, 10 * 2**30, 2**20))
-    with pytest.raises(TrainingError, match=r"^only 1 MiB free for the model directory .* 64 MiB"):
+    refused = r"^only 1 MiB free for the model directory .* 64 MiB"
+    with pytest.raises(CheckpointError, match=refused):
         prepare_model_dir(tmp_path / "run")
-    assert training.MIN_FREE_BYTES == 64 * 2**20
+    assert checkpointing.MIN_FREE_BYTES == 64 * 2**20
 
 
 def test_writable_model_dir_is_left_clean(tmp_path):

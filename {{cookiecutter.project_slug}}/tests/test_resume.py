@@ -1,27 +1,29 @@
-"""Nothing lost on a crash: a run killed with SIGKILL at any moment and restarted
-with the same command ends where an uninterrupted run ends, and a NaN loss stops
+"""Nothing lost on a crash: a run killed with SIGKILL at any moment, even in the
+middle of an epoch, and restarted with the same command ends where an
+uninterrupted run ends; SIGTERM saves and exits with 143; a NaN loss stops
 training without touching the last good checkpoint."""
 
 import importlib
 import random
+import re
+import signal
 import subprocess
 import sys
 import threading
-{% if cookiecutter.keras_package == "keras3" %}
-import keras
-{%- endif %}
-import numpy as np
+
 import pytest
 import tensorflow as tf
-{%- if cookiecutter.keras_package == "tf_keras" %}
-import tf_keras as keras
-{%- endif %}
 from conftest import LOOPS, assert_same_weights, read_json
 
-from {{ cookiecutter.package_name }} import training
-from {{ cookiecutter.package_name }}.training import TrainingError, train
+from {{ cookiecutter.package_name }} import data
+from {{ cookiecutter.package_name }}.checkpointing import CheckpointError
+from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.controller import TrainingError
+from {{ cookiecutter.package_name }}.training import train
 
 KILLS = 2
+# 12 steps per epoch, a checkpoint every 5 steps: most saves fall inside an epoch.
+CHECKPOINT_EVERY = 5
 
 
 def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
@@ -30,7 +32,8 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
 {%- if cookiecutter.distribution == "mirrored" %}
         "--cpu-replicas", "2",
 {%- endif %}
-        "--epochs", "8", "--steps-per-epoch", "12", "--seed", "7",
+        "--epochs", "4", "--steps-per-epoch", "12", "--seed", "7",
+        "--steps-per-call", "2", "--checkpoint-every", str(CHECKPOINT_EVERY),
         "--model-dir", str(model_dir), "--summary-json", str(model_dir / "summary.json"),
 {%- if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),
@@ -49,46 +52,71 @@ def run_to_the_end(command):
     return result.stderr
 
 
-def run_and_kill(command, epochs_done, delay):
-    """Start a run and SIGKILL it `delay` seconds after it logs its `epochs_done`-th
-    epoch (a moment inside training, or inside the checkpoint save that follows)."""
+def run_and_stop(command, after_saves, delay, signum=signal.SIGKILL):
+    """Start a run and send it `signum` `delay` seconds after its `after_saves`-th
+    checkpoint line (a moment inside a training step, or inside the next save).
+    Returns the exit code and the run's log."""
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     watchdog = threading.Timer(300, process.kill)  # never hang the suite
     watchdog.start()
+    lines = []
     try:
-        seen = 0
         for line in process.stderr:
-            seen += line.startswith("epoch ")
-            if seen == epochs_done:
-                threading.Timer(delay, process.kill).start()
+            lines.append(line)
+            if line.startswith("checkpoint: ") and sum(
+                seen.startswith("checkpoint: ") for seen in lines
+            ) == after_saves:
+                threading.Timer(delay, process.send_signal, args=(signum,)).start()
                 break
-        process.stderr.read()
-        return process.wait()
+        lines += process.stderr.read().splitlines(keepends=True)
+        return process.wait(), "".join(lines)
     finally:
         watchdog.cancel()
         process.kill()
 
 
+def assert_same_result(resumed_dir, reference_dir):
+    expected = read_json(reference_dir / "summary.json")
+    actual = read_json(resumed_dir / "summary.json")
+    assert abs(actual["final_loss"] - expected["final_loss"]) <= 1e-6
+    assert abs(actual["eval_loss"] - expected["eval_loss"]) <= 1e-6
+    assert actual["global_step"] == expected["global_step"]
+    assert_same_weights(actual["weights_path"], expected["weights_path"], atol=1e-6)
+    return actual
+
+
 @pytest.mark.parametrize("loop", LOOPS)
-def test_killed_runs_resume_to_the_uninterrupted_result(tmp_path, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(tmp_path, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     reference, resumed = tmp_path / "uninterrupted", tmp_path / "killed"
     run_to_the_end(train_command(reference, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}))
-    command = train_command(
-        resumed, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
-    )
+    command = train_command(resumed, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
     moments = random.Random(f"{loop}-kills")
-    codes = [
-        run_and_kill(command, epochs_done=moments.randint(1, 2), delay=moments.uniform(0, 0.3))
-        for _ in range(KILLS)
-    ]
-    assert codes == [-9] * KILLS, f"a run ended before it was killed (exit codes {codes})"
+    for _ in range(KILLS):
+        code, _ = run_and_stop(command, after_saves=moments.randint(1, 3),
+                               delay=moments.uniform(0, 0.3))
+        assert code == -signal.SIGKILL, f"the run ended before it was killed (exit code {code})"
     log = run_to_the_end(command)
-    assert "resumed from epoch " in log
-    expected, actual = read_json(reference / "summary.json"), read_json(resumed / "summary.json")
-    assert abs(actual["final_loss"] - expected["final_loss"]) <= 1e-6
-    assert_same_weights(actual["weights_path"], expected["weights_path"], atol=1e-6)
+    position = re.search(r"^resumed from epoch (\d+) step (\d+)$", log, re.MULTILINE)
+    assert position, log[-3000:]
+    summary = assert_same_result(resumed, reference)
+    epoch, step = int(position[1]), int(position[2])
+    assert summary["resumed_from"] == {"epoch": epoch, "step": step}
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(tmp_path, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    reference, preempted = tmp_path / "uninterrupted", tmp_path / "preempted"
+    run_to_the_end(train_command(reference, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}))
+    command = train_command(preempted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
+    code, log = run_and_stop(command, after_saves=1, delay=0.05, signum=signal.SIGTERM)
+    assert code == 143, log[-3000:]
+    saved = re.search(r"^preempted: saved epoch (\d+) step (\d+)$", log, re.MULTILINE)
+    assert saved, log[-3000:]
+    rerun = run_to_the_end(command)
+    assert f"resumed from epoch {saved[1]} step {saved[2]}\n" in rerun
+    assert_same_result(preempted, reference)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -99,6 +127,7 @@ def test_a_finished_run_restarted_has_nothing_left_to_train(one_device, sgd_conf
     assert again["losses"] == []
     assert again["final_loss"] == first["final_loss"]
     assert again["weights_fingerprint"] == first["weights_fingerprint"]
+    assert again["resumed_from"] == {"epoch": 2, "step": 0}
 
 
 def poisoned(load_examples):
@@ -106,7 +135,7 @@ def poisoned(load_examples):
 
     def load(config, num_workers=1):
         train_examples, eval_examples = load_examples(config, num_workers)
-        return train_examples.map(lambda x, y: (x * np.nan, y)), eval_examples
+        return train_examples.map(lambda x, y: (x * float("nan"), y)), eval_examples
 
     return load
 
@@ -117,14 +146,14 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
 ):
     config = sgd_config("nan", 128, epochs=1{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
     train(config, one_device)
-    backup = tf.train.latest_checkpoint(f"{config.model_dir}/backup")
-    assert backup and backup.endswith("ckpt-1")
-    monkeypatch.setattr(training, "load_examples", poisoned(training.load_examples))
+    latest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
+    assert latest
+    monkeypatch.setattr(data, "load_examples", poisoned(data.load_examples))
     config.epochs = 3
     stopped = r"^the training loss became nan in epoch 2 by step \d+ "
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
-    assert tf.train.latest_checkpoint(f"{config.model_dir}/backup") == backup
+    assert tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints") == latest
 
 
 def wider_model(build_model):
@@ -142,9 +171,12 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(
 ):
     config = sgd_config("changed", 128, epochs=1{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
     train(config, one_device)
-    module = importlib.import_module(f"{{ cookiecutter.package_name }}.train_{loop}")
+    module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
     monkeypatch.setattr(module, "build_model", wider_model(module.build_model))
     config.epochs = 2
-    refused = r"^the checkpoint .*ckpt-1 does not fit this model and optimizer \(.*\) - train into"
-    with pytest.raises(TrainingError, match=refused):
+    refused = (
+        r"^the checkpoint .*ckpt-\d+ does not fit this model and optimizer \(.*\)"
+        r" - train into"
+    )
+    with pytest.raises(CheckpointError, match=refused):
         train(config, one_device)

@@ -8,8 +8,7 @@ same global batch.
 import dataclasses
 
 import tensorflow as tf
-
-{%- if cookiecutter.mixed_precision == "yes" %}
+{% if cookiecutter.mixed_precision == "yes" %}
 from {{ cookiecutter.package_name }}.compat import (
     is_loss_scale_optimizer,
     keras,
