@@ -146,7 +146,7 @@ def fit_optimizer_created_outside_the_scope(strategy, config):
     [
 {%- if cookiecutter.keras_package == "keras3" %}
         # Keras 3 refuses both, loudly; the doctor says what to do.
-        (fit_model_built_outside_the_scope, "RuntimeError: Need to be inside \"with strategy"),
+        (fit_model_built_outside_the_scope, "ValueError: `colocate_vars_with` must only be"),
         (fit_optimizer_created_outside_the_scope, "RuntimeError: Mixing different tf.distribute"),
 {%- else %}
         (fit_model_built_outside_the_scope, "ValueError: Variable ("),

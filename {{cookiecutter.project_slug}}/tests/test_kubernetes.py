@@ -35,6 +35,12 @@ def test_manifest_is_a_valid_tfjob():
     assert (MANIFEST["apiVersion"], MANIFEST["kind"]) == ("kubeflow.org/v1", "TFJob")
 
 
+def test_a_preempted_worker_is_restarted_and_a_failed_one_is_not():
+    # ExitCode: exit codes 128-255 are retryable (143, the preempted run's, after
+    # SIGTERM), 1-127 are permanent (train's errors exit 1 or 2).
+    assert workers(MANIFEST)["restartPolicy"] == "ExitCode"
+
+
 def test_the_schema_refuses_a_malformed_manifest():
     broken = copy.deepcopy(MANIFEST)
     workers(broken)["replicas"] = "two"

@@ -86,7 +86,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1",
                                                 "--steps-per-epoch", "4", *data))
     assert sorted(path.name for path in model_dir.iterdir()) == [
-        "backup", "final.weights.h5", "logs", "model.keras"
+        "checkpoints", "final.weights.h5", "logs", "model.keras"
     ], "another worker's files were left in the model directory"
     assert first.count("starting fresh") == WORKERS
     summary_path = tmp_path / "summary.json"
@@ -171,6 +171,35 @@ def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if coo
         stop_launcher(killed)
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
     assert relaunched.count("resumed from epoch ") == WORKERS
+    expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
+    assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
+    assert len(expected) == 1
+
+
+def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resumes(
+    cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+):
+    loop = LOOPS[-1]
+    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
+    command = ["train", "--epochs", "3", "--steps-per-epoch", "8", "--steps-per-call", "2", *data]
+    uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
+    preempted_dir = tmp_path / "preempted"
+    preempted = start_launcher(*command, *train_flags(preempted_dir, loop))
+    try:
+        pids = wait_for(preempted, "[worker 1] epoch 1/3")
+        subprocess.run(["kill", "-TERM", str(pids[1])], check=True)  # worker 1 only
+        output, _ = preempted.communicate(timeout=120)
+        code = preempted.returncode
+    finally:
+        stop_launcher(preempted)
+    assert code == 143, output[-3000:]
+    saved = dict(re.findall(r"^\[worker (\d+)\] preempted: (saved epoch \d+ step \d+)$",
+                            output, re.MULTILINE))
+    assert sorted(saved) == ["0", "1"], output[-3000:]
+    assert saved["0"] == saved["1"], f"the workers saved different steps: {saved}"
+    relaunched = launched(cli, *command, *train_flags(preempted_dir, loop))
+    position = saved["0"].replace("saved ", "resumed from ")
+    assert relaunched.count(f"] {position}\n") == WORKERS
     expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
     assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
     assert len(expected) == 1

@@ -11,13 +11,18 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from {{ cookiecutter.package_name }}.cluster import parse_tf_config
 {%- else %}
 
+import os
 import re
 import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 {%- endif %}
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +36,38 @@ def sbatch_option(name):
 
 def test_sbatch_is_valid_bash():
     subprocess.run(["bash", "-n", str(SBATCH)], check=True)
+
+
+def test_sbatch_asks_for_sigterm_before_the_time_limit_and_requeues():
+    assert sbatch_option("signal") == "TERM@120"
+    assert re.search(r"^#SBATCH --requeue$", SCRIPT, re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "train_status, script_status, requeued",
+    [(143, 0, True), (1, 1, False), (0, 0, False)],
+    ids=["preempted", "failed", "finished"],
+)
+def test_sbatch_requeues_only_a_preempted_run(tmp_path, train_status, script_status, requeued):
+    """The script under a fake srun (exiting as train would) and a fake scontrol."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "srun").write_text(f"#!/bin/sh\nexit {train_status}\n")
+    (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/scontrol\n')
+    for tool in fake_bin.iterdir():
+        tool.chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(SBATCH)],
+        env={**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
+             "SLURM_JOB_ID": "4242"},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == script_status, result.stderr
+    requeue = tmp_path / "scontrol"
+    assert requeue.exists() == requeued
+    if requeued:
+        assert requeue.read_text() == "requeue 4242\n"
 
 
 def test_sbatch_runs_this_projects_train_command():

@@ -9,6 +9,7 @@ is everything a restarted run needs to continue exactly where the saved one was.
 import hashlib
 import logging
 import math
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -125,9 +126,15 @@ class Checkpoints:
 
 
 def first_line(err, limit=300):
-    """The first line of an error's message (for one-line errors), or "no message"."""
-    lines = str(err).strip().splitlines()
-    return lines[0][:limit] if lines else "no message"
+    """The first line of an error's message (for one-line errors), or "no message".
+    An error raised inside a tf.function starts with "in user code:" and a
+    traceback: its own message is the last line."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    if lines[0] == "in user code:":
+        return re.sub(r"^\w+(Error|Exception): ", "", lines[-1])[:limit]
+    return lines[0][:limit]
 
 
 def prepare_model_dir(path):

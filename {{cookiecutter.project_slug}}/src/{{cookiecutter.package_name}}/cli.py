@@ -6,9 +6,6 @@ Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %
 import argparse
 import logging
 import os
-{%- if cookiecutter.distribution == "multi_worker" %}
-import signal
-{%- endif %}
 import sys
 
 from {{ cookiecutter.package_name }} import TrainerError
@@ -214,14 +211,8 @@ def run_launch(args):
         )
     from {{ cookiecutter.package_name }}.launch import launch
 
-    # A SIGTERM to the launcher (a CI timeout, kill) stops the workers too.
-    signal.signal(signal.SIGTERM, exit_on_sigterm)
     worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
     return launch(args.workers, worker_argv, args.gpus_per_worker)
-
-
-def exit_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
 {%- endif %}
 
 

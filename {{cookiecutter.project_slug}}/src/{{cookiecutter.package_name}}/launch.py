@@ -3,6 +3,8 @@
 `{{ cookiecutter.project_slug }} launch --workers N -- COMMAND [ARGS]` starts N workers of
 this project on localhost, each with its own free port and TF_CONFIG, prefixes
 every line they print with `[worker I]`, and stops them all as soon as one fails.
+A SIGTERM to the launcher goes to every worker, as a cluster's preemption would:
+they save the same step and exit with 143, and so does the launcher.
 On a cluster, the TFJob operator (Kubernetes) or Slurm starts the workers instead.
 """
 
@@ -19,6 +21,10 @@ from {{ cookiecutter.package_name }} import TrainerError
 
 # How long a worker gets to exit after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 5
+# How long the other workers get to save and exit once one exits preempted.
+PREEMPTION_GRACE_SECONDS = 120
+# A worker's exit status after SIGTERM, once it has saved (controller.py).
+PREEMPTED = 143
 POLL_SECONDS = 0.2
 
 
@@ -99,19 +105,35 @@ def stop(processes):
 
 
 def describe_exit(code):
+    if code is None:
+        return (
+            f"did not stop within {PREEMPTION_GRACE_SECONDS}s of another worker's"
+            " preemption"
+        )
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with status {code}"
 
 
+def send_sigterm(processes):
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+
+
 def launch(workers, command, gpus_per_worker=None):
     """Run `command` (an argv list) as `workers` local workers; return the exit status:
-    0 when every worker succeeds, 1 as soon as one fails (the others are stopped)."""
+    0 when every worker succeeds, 143 when they were preempted (each saved and exited
+    with 143), 1 as soon as one fails (the others are stopped)."""
     if workers < 1:
         raise LaunchError(f"--workers {workers}: need at least 1 worker - use --workers 2")
     devices = worker_gpus(workers, gpus_per_worker)
     lock = threading.Lock()
     processes, forwarders = [], []
+    previous_handler = signal.signal(
+        signal.SIGTERM, lambda signum, frame: send_sigterm(processes)
+    )
+    preempted_since = None
     try:
         for index, tf_config in enumerate(worker_tf_configs(free_ports(workers))):
             process = subprocess.Popen(
@@ -131,7 +153,16 @@ def launch(workers, command, gpus_per_worker=None):
             forwarders.append(forwarder)
         while True:
             codes = [process.poll() for process in processes]
-            failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
+            failed = [
+                (index, code)
+                for index, code in enumerate(codes)
+                if code not in (None, 0, PREEMPTED)
+            ]
+            if PREEMPTED in codes and preempted_since is None:
+                preempted_since = time.monotonic()
+            if preempted_since and time.monotonic() - preempted_since > PREEMPTION_GRACE_SECONDS:
+                running = [index for index, code in enumerate(codes) if code is None]
+                failed = failed or [(running[0], None)]
             if failed:
                 # Stop first: logging waits for the output lock, which a blocked
                 # reader of our output could hold up.
@@ -141,8 +172,12 @@ def launch(workers, command, gpus_per_worker=None):
                 return 1
             if all(code == 0 for code in codes):
                 return 0
+            if None not in codes:
+                log(lock, "preempted: every worker saved its checkpoint and stopped")
+                return PREEMPTED
             time.sleep(POLL_SECONDS)
     finally:
+        signal.signal(signal.SIGTERM, previous_handler)
         stop(processes)
         for forwarder in forwarders:
             forwarder.join(timeout=STOP_GRACE_SECONDS)
