@@ -2,8 +2,12 @@
 
 Bakes a project with both loops, then measures in one process (same machine,
 same moment, so ratios are meaningful even on a noisy shared machine):
-  1. custom loop: examples/s at the default --steps-per-call vs 1 step per call;
-  2. the generated fit vs a bare model.fit on the same model and data.
+  1. the custom engine: examples/s at the default --steps-per-call vs 1 step per call;
+  2. the fit engine (the compiled model's train_step under the controller's step
+     loop) vs a bare model.fit on the same model and data;
+  3. one checkpoint save, in training steps, and its share of a run that saves
+     every --checkpoint-every steps (the price of losing at most that many steps).
+Each contender runs an epoch as the controller runs it (the loss read once per call).
 
 Run: make bench   (or .venv/bin/python benchmarks/speed.py)
 """
@@ -44,47 +48,51 @@ def main():
 
     import keras
     import tensorflow as tf
+    from bench_trainer.checkpointing import Checkpoints, Progress
     from bench_trainer.config import TrainConfig
     from bench_trainer.data import synthetic_arrays, training_batches
+    from bench_trainer.engine_custom import CustomEngine, build_training_state
+    from bench_trainer.engine_fit import FitEngine, build_compiled_model
     from bench_trainer.model import build_model
-    from bench_trainer.train_custom import build_training_state, make_train_function
-    from bench_trainer.train_fit import build_compiled_model
 
     config = TrainConfig(model_dir=str(workdir / "runs"))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
     examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(16384, seed=0))
     steps = 16384 // global_batch
 
-    def custom_loop_rate(steps_per_call):
+    def custom_engine(steps_per_call):
         state = build_training_state(strategy, config)
-        train_steps = make_train_function(strategy, state, global_batch)
-        batches = training_batches(examples, global_batch, seed=0, repeat=True)
-        iterator = iter(strategy.experimental_distribute_dataset(batches))
-        train_steps(iterator, tf.constant(steps_per_call))  # trace and warm up
-        best = 0.0
-        for _ in range(REPEATS):
-            start = time.perf_counter()
-            done = 0
-            while done < steps:
-                count = min(steps_per_call, steps - done)
-                train_steps(iterator, tf.constant(count))
-                done += count
-            best = max(best, steps * global_batch / (time.perf_counter() - start))
-        return best
+        return CustomEngine(strategy, state, global_batch, steps_per_call)
 
-    def fit_rates(*models):
-        """Best examples/s of each model's fit, timed in alternation so that drift
-        on a shared machine hits every model alike."""
+    def fit_engine(steps_per_call):
+        return FitEngine(strategy, build_compiled_model(strategy, config), steps_per_call)
+
+    def engine_epoch(engine):
+        """One epoch as the controller runs it: calls of steps_per_call steps, the
+        loss read on the host after each call."""
         batches = training_batches(examples, global_batch, seed=0)
-        for model in models:
-            model.fit(batches, epochs=1, verbose=0)  # trace and warm up
-        best = [0.0] * len(models)
+        iterator = iter(strategy.experimental_distribute_dataset(batches))
+        done = 0
+        while done < steps:
+            count = min(engine.steps_per_call, steps - done)
+            loss, _ = engine.train(iterator, tf.constant(count))
+            float(loss)
+            done += count
+
+    def bare_fit_epoch(model):
+        model.fit(training_batches(examples, global_batch, seed=0), epochs=1, verbose=0)
+
+    def rates(contenders):
+        """Best examples/s of each (run, subject), timed in alternation so that
+        drift on a shared machine hits every contender alike."""
+        for run, subject in contenders:
+            run(subject)  # trace and warm up
+        best = [0.0] * len(contenders)
         for _ in range(REPEATS):
-            for index, model in enumerate(models):
+            for index, (run, subject) in enumerate(contenders):
                 start = time.perf_counter()
-                model.fit(batches, epochs=1, verbose=0)
-                rate = steps * global_batch / (time.perf_counter() - start)
-                best[index] = max(best[index], rate)
+                run(subject)
+                best[index] = max(best[index], steps * global_batch / (time.perf_counter() - start))
         return best
 
     def bare_model():
@@ -97,17 +105,44 @@ def main():
             )
         return model
 
-    grouped = custom_loop_rate(config.steps_per_call)
-    single = custom_loop_rate(1)
-    generated_fit, bare_fit = fit_rates(build_compiled_model(strategy, config), bare_model())
+    def checkpoint_seconds(engine):
+        """Best time of one checkpoint save of this model and optimizer."""
+        progress = Progress(strategy)
+        checkpoints = Checkpoints(
+            {"model": engine.model, "optimizer": engine.optimizer},
+            progress, workdir / "runs", workdir / "runs",
+        )
+        best = float("inf")
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            checkpoints.save()
+            best = min(best, time.perf_counter() - start)
+            progress.global_step.assign_add(1)
+        return best
+
+    grouped, single = rates(
+        [(engine_epoch, custom_engine(config.steps_per_call)), (engine_epoch, custom_engine(1))]
+    )
+    generated_fit, bare_fit = rates(
+        [(engine_epoch, fit_engine(config.steps_per_call)), (bare_fit_epoch, bare_model())]
+    )
+    engine = custom_engine(config.steps_per_call)
+    step_seconds = global_batch / grouped
+    save_seconds = checkpoint_seconds(engine)
     print(f"replicas: {strategy.num_replicas_in_sync}  global batch: {global_batch}")
     print(
-        f"custom loop, {config.steps_per_call} steps/call: {grouped:,.0f} examples/s;"
+        f"custom engine, {config.steps_per_call} steps/call: {grouped:,.0f} examples/s;"
         f" 1 step/call: {single:,.0f} examples/s; ratio {grouped / single:.2f}x"
     )
     print(
-        f"generated fit: {generated_fit:,.0f} examples/s; bare model.fit: {bare_fit:,.0f}"
-        f" examples/s; ratio {generated_fit / bare_fit:.2f}x"
+        f"fit engine, {config.steps_per_call} steps/call: {generated_fit:,.0f} examples/s;"
+        f" bare model.fit: {bare_fit:,.0f} examples/s; ratio {generated_fit / bare_fit:.2f}x"
+    )
+    print(
+        f"checkpoint save: {save_seconds * 1000:.1f} ms = {save_seconds / step_seconds:.1f}"
+        f" training steps; every {config.checkpoint_every} steps that is"
+        f" {100 * save_seconds / (save_seconds + config.checkpoint_every * step_seconds):.2f}%"
+        " of the run"
     )
 
 
