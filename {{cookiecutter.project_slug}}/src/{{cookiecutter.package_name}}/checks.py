@@ -23,9 +23,6 @@ from {{ cookiecutter.package_name }}.data import (
     plan_run,
     synthetic_arrays,
     training_batches,
-{%- if cookiecutter.distribution == "multi_worker" and cookiecutter.data_source == "tfrecord" %}
-    with_shard_policy,
-{%- endif %}
 )
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
@@ -284,16 +281,6 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
     batches: weights and reported loss must agree, replica copies be identical."""
     config = sgd_config(config)
     replicas = strategy.num_replicas_in_sync
-{%- if cookiecutter.distribution == "multi_worker" and cookiecutter.data_source == "tfrecord" %}
-    # Whole files per worker would give each step other examples than one device
-    # reads; DATA sharding splits the same global batches across the workers.
-    plan = dataclasses.replace(
-        plan,
-        train_examples=with_shard_policy(
-            plan.train_examples, tf.data.experimental.AutoShardPolicy.DATA
-        ),
-    )
-{%- endif %}
     # TensorFloat-32 (on by default on Ampere and newer GPUs) rounds matmul inputs to
     # 10 bits: the same math on other batch shapes would differ by far more than 1e-5.
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()

@@ -294,7 +294,10 @@ def make_any_worker(strategy):
 
     @tf.function
     def flags_set(flag):
-        per_replica = strategy.run(lambda value: value, args=(flag,))
+        # This worker's flag on each of its replicas, summed over every replica.
+        per_replica = strategy.experimental_distribute_values_from_function(
+            lambda context: tf.identity(flag)
+        )
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     return lambda flag: float(flags_set(tf.constant(float(flag)))) > 0

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 NUM_FEATURES = 20
 NUM_CLASSES = 4
 SHUFFLE_BUFFER = 10_000
+DATA = tf.data.experimental.AutoShardPolicy.DATA
 # The synthetic task is fixed (its own seed); --seed changes shuffling and init.
 TASK_SEED = 1234
 {%- if cookiecutter.data_source == "synthetic" %}
@@ -80,16 +81,16 @@ def load_examples(config, num_workers=1):
 {%- if cookiecutter.data_source == "synthetic" %}
     train = tf.data.Dataset.from_tensor_slices(synthetic_arrays(TRAIN_EXAMPLES, seed=0))
     evaluation = tf.data.Dataset.from_tensor_slices(synthetic_arrays(EVAL_EXAMPLES, seed=1))
-    # In-memory data has no files to shard by: each worker takes every N-th batch.
-    policy = tf.data.experimental.AutoShardPolicy.DATA
-    log.info("input sharding across workers: %s", policy.name)
-    return with_shard_policy(train, policy), with_shard_policy(evaluation, policy)
+    # In-memory data has no files to shard by: each worker takes its part of each batch.
+    log.info("input sharding across workers: %s", DATA.name)
+    return with_shard_policy(train, DATA), with_shard_policy(evaluation, DATA)
 {%- else %}
     splits = []
     for split in ("train", "eval"):
         files = tfrecords.find_files(config.data_dir, split)
         counts = tfrecords.check_files(files, NUM_FEATURES)
-        policy = shard_policy(counts, num_workers)
+        # Training: every worker on the same global batches (see epoch_batches).
+        policy = shard_policy(counts, num_workers) if split == "eval" else DATA
         log.info("%s input sharding across workers: %s (%d files)", split, policy.name, len(files))
         examples = tfrecords.read_examples(files, NUM_FEATURES, sum(counts))
         splits.append(with_shard_policy(examples, policy))
@@ -98,13 +99,13 @@ def load_examples(config, num_workers=1):
 
 
 def shard_policy(counts, num_workers):
-    """Whole files per worker (FILE) when the files split the examples evenly across
-    the workers, so every worker has the same number of batches; else every N-th
-    batch (DATA), which every worker reads all files for."""
+    """For evaluation: whole files per worker (FILE) when the files split the
+    examples evenly across the workers; else every worker reads all files and
+    takes its part of each batch (DATA)."""
     shares = [sum(counts[worker::num_workers]) for worker in range(num_workers)]
     if len(counts) % num_workers == 0 and len(set(shares)) == 1:
         return tf.data.experimental.AutoShardPolicy.FILE
-    return tf.data.experimental.AutoShardPolicy.DATA
+    return DATA
 {%- endif %}
 
 
@@ -199,7 +200,12 @@ def epoch_batches(examples, global_batch_size, seed, epoch, first_step, steps_pe
     (reading and shuffling, no training step); it is only paid on a resume.
     """
     batches = training_batches(examples, global_batch_size, seed + epoch, repeat)
-    return batches.take(steps_per_epoch).skip(first_step)
+    batches = batches.take(steps_per_epoch).skip(first_step)
+    # Across workers, every worker reads the same global batches and takes its part
+    # (DATA), so step S is global batch S everywhere. With whole files per worker
+    # (FILE), a step takes 1/workers of a worker's batch, and skipping S batches
+    # would land S * workers steps ahead.
+    return with_shard_policy(batches, DATA)
 
 
 def evaluation_batches(examples, global_batch_size):
