@@ -154,23 +154,29 @@ def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cooki
     assert "[launch] error: worker 1 was killed by SIGKILL - stopped the others\n" in output
 
 
-def test_two_workers_killed_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    command = ["train", "--epochs", "3", "--steps-per-epoch", "8", *data]
+    # 24 steps per epoch, a checkpoint every 5: the kill early in epoch 2 leaves
+    # checkpoints inside that epoch only.
+    command = ["train", "--epochs", "2", "--steps-per-epoch", "24", "--steps-per-call", "1",
+               "--checkpoint-every", "5", *data]
     uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
     relaunched_dir = tmp_path / "killed"
     killed = start_launcher(*command, *train_flags(relaunched_dir, loop))
     try:
-        # Epoch 2 under way: the chief's epoch-1 checkpoint is complete.
-        pids = wait_for(killed, "[worker 1] epoch 2/3")
+        # Inside epoch 2, after its first checkpoint (global step 25).
+        pids = wait_for(killed, "[worker 0] checkpoint: epoch 1 step 1 ")
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
         killed.communicate(timeout=60)  # reads the rest, so the launcher never blocks
         assert killed.returncode != 0
     finally:
         stop_launcher(killed)
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
-    assert relaunched.count("resumed from epoch ") == WORKERS
+    resumed = re.findall(r"^\[worker \d\] resumed from epoch (\d+) step (\d+)$", relaunched,
+                         re.MULTILINE)
+    assert len(resumed) == WORKERS and len(set(resumed)) == 1, relaunched[-3000:]
+    assert resumed[0][0] == "1" and resumed[0][1] != "0", f"not mid-epoch: {resumed[0]}"
     expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
     assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
     assert len(expected) == 1

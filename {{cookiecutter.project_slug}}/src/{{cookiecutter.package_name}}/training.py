@@ -28,6 +28,7 @@ def prepare_run(config):
     if config.deterministic:
         # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
         tf.config.experimental.enable_op_determinism()
+        log.info("deterministic ops: on")
 {%- if cookiecutter.mixed_precision == "yes" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
