@@ -6,7 +6,9 @@ same moment, so ratios are meaningful even on a noisy shared machine):
   2. the fit engine (the compiled model's train_step under the controller's step
      loop) vs a bare model.fit on the same model and data;
   3. one checkpoint save, in training steps, and its share of a run that saves
-     every --checkpoint-every steps (the price of losing at most that many steps).
+     every --checkpoint-every steps (the price of losing at most that many steps);
+  4. the start of an epoch resumed at its last step vs at its first (the cost of
+     restoring the data position).
 Each contender runs an epoch as the controller runs it (the loss read once per call).
 
 Run: make bench   (or .venv/bin/python benchmarks/speed.py)
@@ -50,7 +52,7 @@ def main():
     import tensorflow as tf
     from bench_trainer.checkpointing import Checkpoints, Progress
     from bench_trainer.config import TrainConfig
-    from bench_trainer.data import synthetic_arrays, training_batches
+    from bench_trainer.data import epoch_batches, synthetic_arrays, training_batches
     from bench_trainer.engine_custom import CustomEngine, build_training_state
     from bench_trainer.engine_fit import FitEngine, build_compiled_model
     from bench_trainer.model import build_model
@@ -120,6 +122,16 @@ def main():
             progress.global_step.assign_add(1)
         return best
 
+    def first_batch_seconds(first_step):
+        """Time to the first batch of an epoch resumed at `first_step` (best of 3)."""
+        best = float("inf")
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            batches = epoch_batches(examples, global_batch, 0, 0, first_step, steps, False)
+            next(iter(strategy.experimental_distribute_dataset(batches)))
+            best = min(best, time.perf_counter() - start)
+        return best
+
     grouped, single = rates(
         [(engine_epoch, custom_engine(config.steps_per_call)), (engine_epoch, custom_engine(1))]
     )
@@ -129,6 +141,7 @@ def main():
     engine = custom_engine(config.steps_per_call)
     step_seconds = global_batch / grouped
     save_seconds = checkpoint_seconds(engine)
+    fresh, late = first_batch_seconds(0), first_batch_seconds(steps - 1)
     print(f"replicas: {strategy.num_replicas_in_sync}  global batch: {global_batch}")
     print(
         f"custom engine, {config.steps_per_call} steps/call: {grouped:,.0f} examples/s;"
@@ -143,6 +156,11 @@ def main():
         f" training steps; every {config.checkpoint_every} steps that is"
         f" {100 * save_seconds / (save_seconds + config.checkpoint_every * step_seconds):.2f}%"
         " of the run"
+    )
+    print(
+        f"resume at step {steps - 1} of {steps}: first batch after {late * 1000:.1f} ms vs"
+        f" {fresh * 1000:.1f} ms at step 0 ({late / fresh:.1f}x; skip() runs the input"
+        " pipeline over the skipped batches)"
     )
 
 
