@@ -1,7 +1,7 @@
 """Slow tier: install baked projects and run their own test suites.
 
-The 10 supported combinations of training_loop x distribution x keras_package,
-with data_source, mixed_precision and launcher spread so every value appears.
+The 12 combinations of training_loop x distribution x keras_package, with
+data_source, mixed_precision and launcher spread so every value appears.
 """
 
 import subprocess
@@ -22,6 +22,7 @@ COMBINATIONS = [
     for values in (
         ("fit", "mirrored", "keras3", "synthetic", "no", "none"),
         ("fit", "mirrored", "tf_keras", "synthetic", "yes", "slurm"),
+        ("fit", "multi_worker", "keras3", "synthetic", "yes", "kubernetes"),
         ("fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
         ("custom", "mirrored", "keras3", "synthetic", "yes", "none"),
         ("custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
@@ -29,6 +30,7 @@ COMBINATIONS = [
         ("custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
         ("both", "mirrored", "keras3", "tfrecord", "no", "none"),
         ("both", "mirrored", "tf_keras", "tfrecord", "yes", "slurm"),
+        ("both", "multi_worker", "keras3", "tfrecord", "no", "slurm"),
         ("both", "multi_worker", "tf_keras", "synthetic", "yes", "kubernetes"),
     )
 ]
@@ -41,7 +43,7 @@ def combination_id(options):
 def test_slow_matrix_covers_every_value():
     assert all(rules.is_supported(c) for c in COMBINATIONS)
     core = {(c["training_loop"], c["distribution"], c["keras_package"]) for c in COMBINATIONS}
-    assert len(core) == len(COMBINATIONS) == 10
+    assert len(core) == len(COMBINATIONS) == 12
     for name in ("data_source", "mixed_precision", "launcher"):
         assert {c[name] for c in COMBINATIONS} == set(rules.CHOICES[name]), name
     mirrored = {

@@ -149,11 +149,6 @@ def test_refused_combinations_name_why_and_fix(rule):
     assert "\n" not in message
 
 
-def test_keras3_fit_multi_worker_refusal_names_the_upstream_issue():
-    with pytest.raises(rules.OptionError, match=r"keras-team/keras/issues/20585"):
-        rules.validate(options(distribution="multi_worker"))
-
-
 def test_unknown_choice_is_refused():
     with pytest.raises(rules.OptionError, match=r"training_loop='keras' is not one of the choices"):
         rules.validate(options(training_loop="keras"))
@@ -261,17 +256,16 @@ def test_slug_with_a_path_separator_leaves_no_directory(tmp_path):
 def test_cli_refusal_prints_the_reason_first(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(tmp_path), str(ROOT),
-         "training_loop=fit", "distribution=multi_worker"],
+         "launcher=kubernetes", "distribution=mirrored"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONIOENCODING": "utf-8"},
     )
     assert result.returncode != 0
     assert result.stderr.splitlines()[0] == (
-        "error: training_loop=fit, distribution=multi_worker, keras_package=keras3 is not"
-        " supported: Keras 3 model.fit fails under MultiWorkerMirroredStrategy"
-        " (https://github.com/keras-team/keras/issues/20585)"
-        " - use keras_package=tf_keras, or training_loop=custom"
+        "error: launcher=kubernetes, distribution=mirrored is not supported: a TFJob runs"
+        " worker pods, which need MultiWorkerMirroredStrategy"
+        " - use distribution=multi_worker (it also runs as a single worker)"
     )
     assert list(tmp_path.iterdir()) == []
 

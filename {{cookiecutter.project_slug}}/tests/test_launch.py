@@ -277,8 +277,9 @@ class KerasFitFailsOnWorkers(Exception):
 @pytest.mark.xfail(
     strict=True,
     raises=KerasFitFailsOnWorkers,
-    reason="keras-team/keras#20585: Keras 3 fit fails under MultiWorkerMirroredStrategy;"
-    " when this passes, upstream is fixed: the template can offer fit with multi_worker",
+    reason="keras-team/keras#20585: Keras 3 model.fit fails under MultiWorkerMirroredStrategy"
+    " (the fit engine runs train_step in its own loop and works there); when this passes,"
+    " code calling model.fit directly works on workers too",
 )
 def test_upstream_keras3_fit_on_two_workers_still_fails(tmp_path, capfd):
     script = tmp_path / "fit_on_workers.py"
