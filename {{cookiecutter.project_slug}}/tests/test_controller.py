@@ -102,7 +102,7 @@ def test_checkpoints_every_n_steps_and_at_every_epoch_end(run, tmp_path):
     assert [path.rsplit("-", 1)[1] for path in kept.all_model_checkpoint_paths] == ["16", "20"]
 
 
-@pytest.mark.parametrize("killed_after", [1, 3, 4, 5, 9, 10, 11, 15, 19])
+@pytest.mark.parametrize("killed_after", [3, 4, 5, 10, 11, 19])
 def test_a_kill_loses_at_most_checkpoint_every_steps(run, killed_after):
     uninterrupted, reference, _ = run("uninterrupted")
     killed, _, _ = run("killed", kill_after=killed_after)
