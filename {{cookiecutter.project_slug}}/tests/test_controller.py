@@ -137,6 +137,16 @@ def test_sigterm_saves_at_the_next_step_boundary_and_stops(run):
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
+def test_sigterm_in_the_last_step_of_an_epoch_saves_the_epoch_end_before_evaluating(run):
+    stopped, _, messages = run("preempted-at-epoch-end", sigterm_after=STEPS_PER_EPOCH)
+    assert isinstance(stopped, Preempted)
+    assert messages[-1] == "preempted: saved epoch 1 step 0"
+    assert saved_steps(messages) == [4, 8, 10]
+    assert not [m for m in messages if m.startswith("epoch ")]  # no evaluation ran
+    _, _, messages = run("preempted-at-epoch-end")
+    assert resumed_at(messages) == STEPS_PER_EPOCH
+
+
 def test_evaluation_runs_at_every_epoch_end(run):
     _, _, messages = run("evaluated")
     epochs = [m for m in messages if m.startswith("epoch ")]

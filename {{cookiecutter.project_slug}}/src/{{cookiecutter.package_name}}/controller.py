@@ -115,7 +115,8 @@ class Controller:
                 self.save()
                 interval.write(self.engine.optimizer, self.global_step)
                 saved = True
-            if preemption.requested():
+            # (At the epoch's last step, the epoch end below saves and checks.)
+            if step < steps and preemption.requested():
                 if not saved:
                     self.save()
                 log.info("preempted: saved epoch %d step %d", epoch, step)
@@ -126,11 +127,12 @@ class Controller:
         interval.write(self.engine.optimizer, self.global_step)
         self.losses.append(loss)
         self.final_metric = metric
-        self.last_eval = evaluate(self.strategy, self.engine.model, self.eval_batches)
-        log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
+        # Before the evaluation, which can outlast a preemption's grace period.
         if preemption.requested():
             log.info("preempted: saved epoch %d step 0", epoch + 1)
             raise Preempted(f"saved epoch {epoch + 1} step 0")
+        self.last_eval = evaluate(self.strategy, self.engine.model, self.eval_batches)
+        log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
 
     @property
     def global_step(self):
