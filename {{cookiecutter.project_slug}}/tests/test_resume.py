@@ -77,6 +77,21 @@ def run_and_stop(command, after_saves, delay, signum=signal.SIGKILL):
         process.kill()
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    """loop -> the model directory of its run with no interruption (run once, shared
+    by the kill and the SIGTERM tests)."""
+    runs = {}
+
+    def reference(loop):
+        if loop not in runs:
+            runs[loop] = tmp_path_factory.mktemp(f"uninterrupted-{loop}")
+            run_to_the_end(train_command(runs[loop], loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}))
+        return runs[loop]
+
+    return reference
+
+
 def assert_same_result(resumed_dir, reference_dir):
     expected = read_json(reference_dir / "summary.json")
     actual = read_json(resumed_dir / "summary.json")
@@ -88,9 +103,10 @@ def assert_same_result(resumed_dir, reference_dir):
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(tmp_path, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
-    reference, resumed = tmp_path / "uninterrupted", tmp_path / "killed"
-    run_to_the_end(train_command(reference, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}))
+def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(
+    tmp_path, uninterrupted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+):
+    reference, resumed = uninterrupted(loop), tmp_path / "killed"
     command = train_command(resumed, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
     moments = random.Random(f"{loop}-kills")
     for _ in range(KILLS):
@@ -106,9 +122,10 @@ def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(tmp_path, loop
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(tmp_path, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
-    reference, preempted = tmp_path / "uninterrupted", tmp_path / "preempted"
-    run_to_the_end(train_command(reference, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}))
+def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(
+    tmp_path, uninterrupted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+):
+    reference, preempted = uninterrupted(loop), tmp_path / "preempted"
     command = train_command(preempted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
     code, log = run_and_stop(command, after_saves=1, delay=0.05, signum=signal.SIGTERM)
     assert code == 143, log[-3000:]
