@@ -34,7 +34,7 @@ from {{ cookiecutter.package_name }}.checkpointing import (
 )
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
 from {{ cookiecutter.package_name }}.data import epoch_batches, evaluation_batches
-from {{ cookiecutter.package_name }}.evaluation import evaluate
+from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 from {{ cookiecutter.package_name }}.model import METRIC_NAME
 from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
 
@@ -68,7 +68,11 @@ class Controller:
             self.model_dir,
             self.write_dir,
         )
-        self.eval_batches = evaluation_batches(plan.eval_examples, plan.global_batch_size)
+        self.evaluate = make_evaluator(
+            strategy,
+            engine.model,
+            evaluation_batches(plan.eval_examples, plan.global_batch_size),
+        )
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
 
@@ -131,7 +135,7 @@ class Controller:
         if preemption.requested():
             log.info("preempted: saved epoch %d step 0", epoch + 1)
             raise Preempted(f"saved epoch {epoch + 1} step 0")
-        self.last_eval = evaluate(self.strategy, self.engine.model, self.eval_batches)
+        self.last_eval = self.evaluate()
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
 
     @property
@@ -159,9 +163,7 @@ class Controller:
     def finish(self, resumed_from):
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
-        eval_loss, eval_metric = self.last_eval or evaluate(
-            self.strategy, model, self.eval_batches
-        )
+        eval_loss, eval_metric = self.last_eval or self.evaluate()
         weights_path = self.write_dir / "final.weights.h5"
         model.save_weights(str(weights_path))
         model.save(str(self.write_dir / "model.keras"))

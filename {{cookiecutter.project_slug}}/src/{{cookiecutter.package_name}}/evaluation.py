@@ -41,10 +41,19 @@ def make_evaluate_function(strategy, model):
     return evaluate
 
 
+def make_evaluator(strategy, model, batches):
+    """() -> (mean loss, accuracy) of `model` over every example of `batches`
+    (global batches, not yet distributed): traced once, run at every epoch end."""
+    evaluate_batches = make_evaluate_function(strategy, model)
+    distributed = strategy.experimental_distribute_dataset(batches)
+
+    def evaluate():
+        loss, accuracy = evaluate_batches(distributed)
+        return float(loss), float(accuracy)
+
+    return evaluate
+
+
 def evaluate(strategy, model, batches):
-    """(mean loss, accuracy) of `model` over every example of `batches` (global
-    batches, not yet distributed)."""
-    loss, accuracy = make_evaluate_function(strategy, model)(
-        strategy.experimental_distribute_dataset(batches)
-    )
-    return float(loss), float(accuracy)
+    """One evaluation of `model` over `batches` (see make_evaluator)."""
+    return make_evaluator(strategy, model, batches)()
