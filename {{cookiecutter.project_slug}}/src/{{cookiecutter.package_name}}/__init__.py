@@ -1,7 +1,9 @@
 """{{ cookiecutter.project_slug }}: data-parallel TensorFlow training with tf.distribute."""
-{%- if cookiecutter.keras_package == "tf_keras" %}
-
+{% if cookiecutter.keras_package == "tf_keras" %}
 import os
+{%- endif %}
+import re
+{%- if cookiecutter.keras_package == "tf_keras" %}
 
 # tf_keras (Keras 2) is selected before TensorFlow is imported anywhere.
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
@@ -10,3 +12,15 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 class TrainerError(Exception):
     """A problem the user can fix; str() is the one-line message the CLI prints."""
+
+
+def first_line(err, limit=300):
+    """The first line of an error's message (for one-line errors), or "no message".
+    An error raised inside a tf.function starts with "in user code:" and a
+    traceback: its own message is the last line."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    if lines[0] == "in user code:":
+        return re.sub(r"^\w+(Error|Exception): ", "", lines[-1])[:limit]
+    return lines[0][:limit]

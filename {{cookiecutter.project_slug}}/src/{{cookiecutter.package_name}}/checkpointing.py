@@ -9,7 +9,6 @@ is everything a restarted run needs to continue exactly where the saved one was.
 import hashlib
 import logging
 import math
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }} import TrainerError, first_line
 {%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.strategy import is_chief
 {%- endif %}
@@ -123,18 +122,6 @@ class Checkpoints:
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""
         return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
-
-
-def first_line(err, limit=300):
-    """The first line of an error's message (for one-line errors), or "no message".
-    An error raised inside a tf.function starts with "in user code:" and a
-    traceback: its own message is the last line."""
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    if not lines:
-        return "no message"
-    if lines[0] == "in user code:":
-        return re.sub(r"^\w+(Error|Exception): ", "", lines[-1])[:limit]
-    return lines[0][:limit]
 
 
 def prepare_model_dir(path):

@@ -14,8 +14,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError
-from {{ cookiecutter.package_name }}.checkpointing import first_line
+from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies
 from {{ cookiecutter.package_name }}.data import (
     RunPlan,
