@@ -2,11 +2,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.data import (
     NUM_CLASSES,
     DataError,
     count_examples,
     evaluation_batches,
+    plan_run,
     synthetic_arrays,
     training_batches,
 )
@@ -78,3 +80,14 @@ def test_synthetic_task_is_fixed_and_uses_every_class():
     np.testing.assert_array_equal(labels, again_labels)
     counts = np.bincount(labels, minlength=NUM_CLASSES)
     assert counts.min() > 0.05 * len(labels), counts
+
+
+def test_an_empty_evaluation_set_is_refused(one_device, sgd_config, monkeypatch):
+    def without_evaluation(config, num_workers=1):
+        train, evaluation = load_examples(config, num_workers)
+        return train, evaluation.take(0)
+
+    load_examples = data.load_examples
+    monkeypatch.setattr(data, "load_examples", without_evaluation)
+    with pytest.raises(DataError, match=r"^the evaluation dataset is empty - return some"):
+        plan_run(sgd_config("empty-eval", 32), one_device)

@@ -132,6 +132,9 @@ def plan_run(config, strategy):
     batch = global_batch_size(strategy, config.per_replica_batch_size)
     train, evaluation = load_examples(config, worker_count(strategy))
     num_train = count_examples(train, batch, config.steps_per_epoch, "training")
+    # Evaluation keeps a short last batch: any finite, non-empty set will do.
+    if int(evaluation.cardinality()) == 0:
+        raise DataError("the evaluation dataset is empty - return some examples from load_examples")
     count_examples(evaluation, 1, split="evaluation")
     return RunPlan(
         global_batch_size=batch,
