@@ -6,10 +6,14 @@ The broken variants replace the project's own functions, as a user's edit would.
 {%- if cookiecutter.distribution == "mirrored" %}
 {%- if cookiecutter.keras_package == "keras3" %}
 
+import time
+
 import keras
 import pytest
 import tensorflow as tf
 {%- else %}
+
+import time
 
 import pytest
 import tensorflow as tf
@@ -17,13 +21,13 @@ import tf_keras as keras
 {%- endif %}
 from conftest import REPLICAS
 
-from {{ cookiecutter.package_name }} import checks
+from {{ cookiecutter.package_name }} import checks, data
 {%- if cookiecutter.training_loop in ("custom", "both") %}, engine_custom{% endif %}
 {%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}, engine_fit{% endif %}
 from {{ cookiecutter.package_name }}.checks import doctor
 from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.data import epoch_batches
+from {{ cookiecutter.package_name }}.data import worker_batches
 from {{ cookiecutter.package_name }}.engine_custom import TrainingState
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
@@ -82,14 +86,46 @@ def test_doctor_passes_on_the_generated_code(config):
         for loop in ("fit", "custom")
         for check in ("variables", "batch-split", "sync")
     ]
-    assert names == ["replicas", "dataset", *per_loop, "upstream"]
+    assert names == ["replicas", "dataset", *per_loop, "upstream", "input"]
 {%- else %}
-    assert names == ["replicas", "dataset", "variables", "batch-split", "sync", "upstream"]
+    assert names == ["replicas", "dataset", "variables", "batch-split", "sync", "upstream", "input"]
 {%- endif %}
     details = {result.name: result.detail for result in report.results}
     assert details["replicas"].startswith(f"{REPLICAS} replicas")
     sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
     assert f"on {REPLICAS} replicas vs one device" in details[sync]
+
+
+def slow_parsing(load_sources):
+    """load_sources whose training records take 20 ms a batch to parse."""
+
+    class Slow:
+        def __init__(self, source):
+            self.source = source
+
+        def __getattr__(self, name):
+            return getattr(self.source, name)
+
+        def parse(self, records):
+            pause = tf.py_function(lambda: time.sleep(0.02) or 0.0, [], tf.float32)
+            pause.set_shape([])
+            features, labels = self.source.parse(records)
+            return features + pause, labels
+
+    def load(config):
+        train, evaluation = load_sources(config)
+        return Slow(train), evaluation
+
+    return load
+
+
+def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monkeypatch):
+    monkeypatch.setattr(data, "load_sources", slow_parsing(data.load_sources))
+    report = doctor(config)
+    assert report.passed  # slow, not wrong
+    line = next(str(result) for result in report.results if result.name == "input")
+    assert line.startswith("WARN input: input pipeline "), line
+    assert "examples/s, training step " in line and "training is input-bound" in line
 
 
 def one_replica(cpu_replicas=None):
@@ -103,12 +139,12 @@ def test_one_replica_when_two_were_asked_fails_replicas(config, monkeypatch):
     assert f"expected {REPLICAS}" in failed["replicas"]
 
 
-def batches_with_a_short_last_batch(examples, global_batch_size, seed, repeat=False):
-    return examples.shuffle(1000, seed=seed).batch(global_batch_size)
+def batches_with_a_short_last_batch(records, per_replica_batch_size):
+    return records.batch(per_replica_batch_size)
 
 
 def test_a_possibly_empty_replica_batch_fails_dataset(config, monkeypatch):
-    monkeypatch.setattr(checks, "training_batches", batches_with_a_short_last_batch)
+    monkeypatch.setattr(data, "batch_records", batches_with_a_short_last_batch)
     failed = failures(doctor(config))
     assert "batch dimension of None" in failed["dataset"]
     assert "drop_remainder=True" in failed["dataset"]
@@ -226,9 +262,8 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
 
 
 def undistributed_batches(strategy, plan, seed, steps):
-    return iter(
-        epoch_batches(plan.train_examples, plan.global_batch_size, seed, 0, 0, steps, plan.repeat)
-    )
+    """Whole global batches, not split across the replicas."""
+    return iter(worker_batches(plan, seed, epoch=0, first_step=0))
 
 
 def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):

@@ -1,76 +1,110 @@
+"""The training input: global batches split across replicas, an order that is a
+function of (seed, epoch, step), and a stream that runs on across epochs."""
+
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.data import (
     NUM_CLASSES,
+    ArraySource,
     DataError,
-    count_examples,
     evaluation_batches,
-    plan_run,
+    make_plan,
     synthetic_arrays,
-    training_batches,
+    training_input,
+    worker_batches,
 )
 
 
-def examples(count):
-    features, labels = synthetic_arrays(count, seed=0)
-    return tf.data.Dataset.from_tensor_slices((features, labels))
+def source(count):
+    return ArraySource(*synthetic_arrays(count, seed=0))
 
 
-def test_infinite_data_needs_steps_per_epoch():
-    with pytest.raises(DataError, match=r"infinite \(repeat\(\)\) - set --steps-per-epoch"):
-        count_examples(examples(64).repeat(), global_batch_size=32)
+def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None):
+    return make_plan(
+        source(count), evaluation or source(8), global_batch_size, steps_per_epoch=steps_per_epoch
+    )
 
 
-def test_unknown_size_needs_steps_per_epoch():
-    filtered = examples(64).filter(lambda features, label: label >= 0)
-    with pytest.raises(DataError, match="unknown size .* set --steps-per-epoch"):
-        count_examples(filtered, global_batch_size=32)
-
-
-def test_explicit_steps_accept_unbounded_data():
-    assert count_examples(examples(64).repeat(), 32, steps_per_epoch=5) is None
+def rows(batches):
+    """Each batch as the list of its examples' first feature (identifies a row)."""
+    return [np.round(features[:, 0].numpy(), 6).tolist() for features, _ in batches]
 
 
 def test_fewer_examples_than_one_global_batch_is_refused():
     with pytest.raises(DataError, match="has 20 examples, fewer than one global batch of 32"):
-        count_examples(examples(20), global_batch_size=32)
+        plan_for(20, 32)
 
 
-def test_finite_data_is_counted():
-    assert count_examples(examples(100), global_batch_size=32) == 100
+def test_an_empty_evaluation_set_is_refused():
+    with pytest.raises(DataError, match=r"^the evaluation data is empty - give it"):
+        plan_for(64, 32, evaluation=ArraySource(*synthetic_arrays(0, seed=1)))
 
 
-def test_training_batches_are_all_full_global_batches():
-    shapes = [f.shape[0] for f, _ in training_batches(examples(100), 32, seed=0)]
-    assert shapes == [32, 32, 32]
+def test_one_pass_is_every_full_global_batch_once():
+    plan = plan_for(100, 32)
+    batches = rows(worker_batches(plan, seed=0, epoch=0, first_step=0))
+    assert plan.steps_per_epoch == 3 and [len(batch) for batch in batches] == [32, 32, 32]
+    seen = [row for batch in batches for row in batch]
+    assert len(set(seen)) == 96  # no example twice; 4 of 100 left out (less than a batch)
 
 
 def test_each_replica_gets_its_share_of_the_global_batch(two_replicas):
-    batches = training_batches(examples(128), 32, seed=0)
-    distributed = two_replicas.experimental_distribute_dataset(batches)
-    for features, labels in distributed:
+    plan = plan_for(128, 32)
+    for features, labels in training_input(two_replicas, plan, seed=0, epoch=0):
         local = two_replicas.experimental_local_results(features)
         assert [part.shape[0] for part in local] == [16, 16]
         assert sum(part.shape[0] for part in two_replicas.experimental_local_results(labels)) == 32
 
 
-def test_evaluation_batches_keep_their_order():
-    features, _ = synthetic_arrays(64, seed=0)
-    first, _ = next(iter(evaluation_batches(examples(64), 32)))
-    np.testing.assert_array_equal(first.numpy(), features[:32])
+def test_two_replicas_together_see_the_one_device_batches(two_replicas):
+    """Replica shares of step S, together, are global batch S of the one-device order."""
+    plan = plan_for(128, 32)
+    together = [
+        sorted(row for part in two_replicas.experimental_local_results(features)
+               for row in np.round(part[:, 0].numpy(), 6).tolist())
+        for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
+    ]
+    alone = [sorted(batch) for batch in rows(worker_batches(plan, seed=3, epoch=1, first_step=0))]
+    assert together == alone
 
 
-def test_shuffle_order_depends_only_on_the_seed():
-    def order(batches):
-        return [labels.numpy().tolist() for _, labels in batches]
+def test_the_order_is_a_function_of_seed_and_epoch():
+    plan = plan_for(128, 32)
 
-    batches = training_batches(examples(64), 32, seed=1)
-    # Every pass over the same dataset, not only a rebuilt one, sees the same order.
-    assert order(batches) == order(batches) == order(training_batches(examples(64), 32, 1))
-    assert order(batches) != order(training_batches(examples(64), 32, seed=2))
+    def order(seed, epoch):
+        return rows(worker_batches(plan, seed, epoch, first_step=0))
+
+    assert order(1, 0) == order(1, 0)
+    assert order(1, 0) != order(2, 0)
+    assert order(1, 0) != order(1, 1)
+    assert sorted(sum(order(1, 0), [])) == sorted(sum(order(1, 1), []))
+
+
+def test_a_resumed_epoch_starts_at_the_batch_the_uninterrupted_one_reached():
+    plan = plan_for(256, 32)
+    whole = rows(worker_batches(plan, seed=5, epoch=2, first_step=0))
+    assert rows(worker_batches(plan, seed=5, epoch=2, first_step=3)) == whole[3:]
+
+
+def test_steps_per_epoch_continues_the_stream_across_epochs():
+    # 8 batches per pass, 3 steps per epoch: epochs 0-2 are steps 0-8 of the stream.
+    streamed = plan_for(256, 32, steps_per_epoch=3)
+    one_pass = plan_for(256, 32)
+    passes = rows(worker_batches(one_pass, seed=7, epoch=0, first_step=0))
+    passes += rows(worker_batches(one_pass, seed=7, epoch=1, first_step=0))
+    epochs = [rows(worker_batches(streamed, seed=7, epoch=e, first_step=0)) for e in range(3)]
+    assert sum(epochs, []) == passes[:9]
+    # A resume inside epoch 2 (which crosses into the second pass) lands on the same batches.
+    assert rows(worker_batches(streamed, seed=7, epoch=2, first_step=2)) == passes[8:9]
+
+
+def test_evaluation_batches_keep_their_order_and_the_short_last_batch():
+    features, _ = synthetic_arrays(70, seed=0)
+    plan = plan_for(64, 32, evaluation=source(70))
+    batches = list(evaluation_batches(plan))
+    assert [len(f) for f, _ in batches] == [32, 32, 6]
+    np.testing.assert_array_equal(batches[0][0].numpy(), features[:32])
 
 
 def test_synthetic_task_is_fixed_and_uses_every_class():
@@ -80,14 +114,3 @@ def test_synthetic_task_is_fixed_and_uses_every_class():
     np.testing.assert_array_equal(labels, again_labels)
     counts = np.bincount(labels, minlength=NUM_CLASSES)
     assert counts.min() > 0.05 * len(labels), counts
-
-
-def test_an_empty_evaluation_set_is_refused(one_device, sgd_config, monkeypatch):
-    def without_evaluation(config, num_workers=1):
-        train, evaluation = load_examples(config, num_workers)
-        return train, evaluation.take(0)
-
-    load_examples = data.load_examples
-    monkeypatch.setattr(data, "load_examples", without_evaluation)
-    with pytest.raises(DataError, match=r"^the evaluation dataset is empty - return some"):
-        plan_run(sgd_config("empty-eval", 32), one_device)

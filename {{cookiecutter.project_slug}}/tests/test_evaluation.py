@@ -2,9 +2,13 @@
 split across replicas (a short last batch, an empty replica)."""
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.data import evaluation_batches, synthetic_arrays
+from {{ cookiecutter.package_name }}.data import (
+    ArraySource,
+    evaluation_batches,
+    make_plan,
+    synthetic_arrays,
+)
 from {{ cookiecutter.package_name }}.evaluation import evaluate
 from {{ cookiecutter.package_name }}.model import build_model, per_example_loss
 
@@ -13,16 +17,20 @@ from {{ cookiecutter.package_name }}.model import build_model, per_example_loss
 EXAMPLES = 2 * 64 + 1
 
 
+def batches_of(source, global_batch_size):
+    return evaluation_batches(make_plan(source, source, global_batch_size))
+
+
 def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):
     features, labels = synthetic_arrays(EXAMPLES, seed=3)
-    examples = tf.data.Dataset.from_tensor_slices((features, labels))
+    examples = ArraySource(features, labels)
     with two_replicas.scope():
         model = build_model()
     with one_device.scope():
         reference = build_model()
     reference.set_weights(model.get_weights())
-    distributed = evaluate(two_replicas, model, evaluation_batches(examples, 64))
-    whole_set = evaluate(one_device, reference, evaluation_batches(examples, EXAMPLES))
+    distributed = evaluate(two_replicas, model, batches_of(examples, 64))
+    whole_set = evaluate(one_device, reference, batches_of(examples, EXAMPLES))
     logits = reference(features, training=False)
     expected_loss = float(np.mean(per_example_loss(labels, logits).numpy().astype("float64")))
     expected_accuracy = float(np.mean(np.argmax(logits, axis=-1) == labels))
@@ -34,7 +42,6 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
 
 
 def test_evaluation_batches_keep_the_short_last_batch():
-    features, labels = synthetic_arrays(EXAMPLES, seed=3)
-    examples = tf.data.Dataset.from_tensor_slices((features, labels))
-    sizes = [int(batch.shape[0]) for batch, _ in evaluation_batches(examples, 64)]
+    examples = ArraySource(*synthetic_arrays(EXAMPLES, seed=3))
+    sizes = [int(batch.shape[0]) for batch, _ in batches_of(examples, 64)]
     assert sizes == [64, 64, 1]

@@ -42,7 +42,7 @@ def test_writable_model_dir_is_left_clean(tmp_path):
         ),
         (
             ["--per-replica-batch-size", "65536"],
-            "error: the training dataset has {examples} examples, fewer than one global batch of"
+            "error: the training data has {examples} examples, fewer than one global batch of"
             " {batch} - use more data or a smaller --per-replica-batch-size",
         ),
     ],
@@ -71,3 +71,45 @@ def test_train_refuses_bad_input_in_one_line(cli, tmp_path, flags, message{% if 
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == message.format(**values)
     assert not model_dir.exists()
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def test_shards_without_a_manifest_are_refused_until_indexed(cli, tmp_path, data_dir):
+    shards = tmp_path / "shards"
+    shutil.copytree(data_dir, shards, ignore=shutil.ignore_patterns("manifest.json"))
+    flags = ["--data-dir", str(shards), "--epochs", "1", "--steps-per-epoch", "1"]
+    result = cli("train", *flags, "--model-dir", str(tmp_path / "run"){% if cookiecutter.distribution == "mirrored" %}, "--cpu-replicas", "2"{% endif %})
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"error: no manifest.json in {shards} - run"
+        f" `{{ cookiecutter.project_slug }} index --data-dir {shards}` (it reads every shard once"
+        " and lists them with their record counts)"
+    )
+    assert not (tmp_path / "run").exists()
+    indexed = cli("index", "--data-dir", str(shards))
+    assert indexed.returncode == 0, indexed.stderr[-2000:]
+    assert "train: 2 files, 1024 records" in indexed.stdout
+    assert (shards / "manifest.json").is_file()
+
+
+def test_a_record_corrupted_mid_run_stops_in_one_line_naming_its_file(cli, tmp_path, data_dir):
+    shards = tmp_path / "shards"
+    shutil.copytree(data_dir, shards)
+    run = tmp_path / "run"
+    flags = ["--data-dir", str(shards), "--model-dir", str(run){% if cookiecutter.distribution == "mirrored" %}, "--cpu-replicas", "2"{% endif %}]
+    first = cli("train", "--epochs", "1", *flags)
+    assert first.returncode == 0, first.stderr[-2000:]
+    saved = sorted(path.name for path in (run / "checkpoints").iterdir())
+    # Same size, so the manifest check passes; the record's checksum does not.
+    corrupt = shards / "train-00001-of-00002.tfrecord"
+    data = bytearray(corrupt.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    corrupt.write_bytes(bytes(data))
+    second = cli("train", "--epochs", "2", *flags)
+    assert second.returncode == 2
+    assert "Traceback" not in second.stderr
+    last = second.stderr.splitlines()[-1]
+    assert last.startswith(f"error: {corrupt} has a corrupt record (corrupted record at "), last
+    assert "the last checkpoint is intact" in last
+    assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
+{%- endif %}

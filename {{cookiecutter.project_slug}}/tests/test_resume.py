@@ -147,12 +147,23 @@ def test_a_finished_run_restarted_has_nothing_left_to_train(one_device, sgd_conf
     assert again["resumed_from"] == {"epoch": 2, "step": 0}
 
 
-def poisoned(load_examples):
-    """load_examples whose training features are NaN from the first example on."""
+def poisoned(load_sources):
+    """load_sources whose training features parse as NaN from the first example on."""
 
-    def load(config, num_workers=1):
-        train_examples, eval_examples = load_examples(config, num_workers)
-        return train_examples.map(lambda x, y: (x * float("nan"), y)), eval_examples
+    class Poisoned:
+        def __init__(self, source):
+            self.source = source
+
+        def __getattr__(self, name):
+            return getattr(self.source, name)
+
+        def parse(self, records):
+            features, labels = self.source.parse(records)
+            return features * float("nan"), labels
+
+    def load(config):
+        train, evaluation = load_sources(config)
+        return Poisoned(train), evaluation
 
     return load
 
@@ -165,7 +176,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     train(config, one_device)
     latest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
     assert latest
-    monkeypatch.setattr(data, "load_examples", poisoned(data.load_examples))
+    monkeypatch.setattr(data, "load_sources", poisoned(data.load_sources))
     config.epochs = 3
     stopped = r"^the training loss became nan in epoch 2 by step \d+ "
     with pytest.raises(TrainingError, match=stopped):

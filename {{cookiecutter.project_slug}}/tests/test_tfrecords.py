@@ -1,99 +1,117 @@
+"""TFRecord input: written by make-data, read by each worker from its own files
+(FILE) or all of them (DATA), and never short of a step."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
+    NUM_FEATURES,
     DataError,
-    load_examples,
+    evaluation_batches,
+    evaluation_policy,
+    load_sources,
     make_data,
-    shard_policy,
+    make_plan,
     synthetic_arrays,
+    worker_batches,
 )
-from {{ cookiecutter.package_name }}.tfrecords import RecordError, encode
+from {{ cookiecutter.package_name }}.manifest import index
+from {{ cookiecutter.package_name }}.tfrecords import encode, parse_batch, shard_name, write_split
 
 
-def read_all(dataset):
-    features, labels = zip(*[(f.numpy(), int(y)) for f, y in dataset], strict=True)
-    return np.stack(features), np.array(labels)
+def sources(path):
+    return load_sources(TrainConfig(data_dir=str(path)))
 
 
-def test_make_data_round_trips_through_load_examples(tmp_path):
-    paths = make_data(tmp_path, num_files=3, examples=90, seed=5)
-    assert sorted(path.name for path in paths) == [
-        "eval-00000-of-00001.tfrecord",
-        "train-00000-of-00003.tfrecord",
-        "train-00001-of-00003.tfrecord",
-        "train-00002-of-00003.tfrecord",
-    ]
-    train, evaluation = load_examples(TrainConfig(data_dir=str(tmp_path)))
-    assert int(train.cardinality()) == 90
-    assert int(evaluation.cardinality()) == 22
-    features, labels = read_all(train)
+def examples_of(batches):
+    """Each example of `batches`, as the bytes of its features (which identify it)."""
+    return [row.tobytes() for features, _ in batches for row in features.numpy()]
+
+
+def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
+    make_data(tmp_path, num_files=3, examples=90, seed=5)
+    train, evaluation = sources(tmp_path)
+    assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
+    plan = make_plan(train, evaluation, global_batch_size=30)
+    batches = [(f.numpy(), y.numpy()) for f, y in worker_batches(plan, 0, 0, 0)]
+    features, labels = zip(*batches, strict=True)
+    features, labels = np.concatenate(features), np.concatenate(labels)
     expected_features, expected_labels = synthetic_arrays(90, seed=5)
-    # Shards interleave, so compare as sets of rows.
-    order = np.lexsort(features.T)
-    expected_order = np.lexsort(expected_features.T)
+    order, expected_order = np.lexsort(features.T), np.lexsort(expected_features.T)
     np.testing.assert_array_equal(features[order], expected_features[expected_order])
     np.testing.assert_array_equal(labels[order], expected_labels[expected_order])
 
 
-@pytest.mark.parametrize("workers", [1, 2, 4])
-def test_training_shards_by_data_and_evaluation_by_file_only_on_an_even_split(tmp_path, workers):
-    make_data(tmp_path, num_files=3, examples=90)  # 3 train files of 30, 1 eval file
-    train, evaluation = load_examples(TrainConfig(data_dir=str(tmp_path)), num_workers=workers)
-    # Training: the same global batches on every worker, so step S means the same
-    # batch everywhere and a resume can skip to it.
-    assert policy_of(train) == "DATA"
-    assert policy_of(evaluation) == ("FILE" if workers == 1 else "DATA")
+def test_parse_batch_parses_a_batch_of_records(tmp_path):
+    write_split(tmp_path, "train", *synthetic_arrays(6, seed=0), num_files=1)
+    path = tmp_path / shard_name("train", 0, 1)
+    records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
+    features, labels = parse_batch(records, NUM_FEATURES)
+    assert features.shape == (6, NUM_FEATURES) and labels.dtype == tf.int32
+
+
+def test_files_are_shuffled_per_epoch(tmp_path):
+    """Pass p starts with a file chosen by seed + p, not always the first file."""
+    make_data(tmp_path, num_files=8, examples=8 * 64)
+    train, evaluation = sources(tmp_path)
+    plan = make_plan(train, evaluation, global_batch_size=64)
+    firsts = {examples_of(worker_batches(plan, 0, epoch, 0))[0] for epoch in range(6)}
+    assert len(firsts) > 1
+
+
+def write_uneven(path, counts):
+    """Training files of the given record counts (and one eval file), indexed."""
+    features, labels = synthetic_arrays(sum(counts), seed=0)
+    ends = np.cumsum(counts)
+    for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
+        with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
+            for row, label in zip(features[start:end], labels[start:end], strict=True):
+                writer.write(encode(row, label))
+    write_split(path, "eval", *synthetic_arrays(10, seed=1), num_files=1)
+    index(str(path))
 
 
 @pytest.mark.parametrize(
-    "counts, workers, policy",
-    [([30, 30], 2, "FILE"), ([30, 29], 2, "DATA"), ([10, 20, 20, 10], 2, "FILE")],
-    ids=["equal-shares", "one-short", "equal-sums"],
+    "counts, workers, per_replica, replicas, policy",
+    [
+        ([1024] * 4, 2, 96, 1, "FILE"),  # the shape that ran out before (facts, section 11)
+        ([700, 200, 100], 2, 64, 1, "DATA"),  # whole files cannot balance
+        ([300, 290, 310, 300], 2, 32, 2, "FILE"),  # uneven files, even shares
+        ([50, 3], 2, 8, 1, "DATA"),
+        ([40] * 3, 3, 10, 1, "FILE"),
+    ],
+    ids=["4-even-files-batch-96", "uneven", "uneven-files-2-replicas", "tiny-tail", "3-workers"],
 )
-def test_file_sharding_needs_equal_shares(counts, workers, policy):
-    assert shard_policy(counts, workers).name == policy
+def test_every_worker_has_its_steps_and_no_example_twice(
+    tmp_path, counts, workers, per_replica, replicas, policy
+):
+    write_uneven(tmp_path, counts)
+    global_batch = per_replica * replicas * workers
+    plan = make_plan(*sources(tmp_path), global_batch, num_workers=workers)
+    assert plan.shards.policy.name == policy
+    seen = []
+    for worker in range(workers):
+        batches = list(worker_batches(plan, 7, 0, 0, worker, workers, per_replica))
+        # Exactly the planned steps, each with one full batch per local replica.
+        assert [len(f) for f, _ in batches] == [per_replica] * (plan.steps_per_epoch * replicas)
+        seen += examples_of(batches)
+    assert len(seen) == len(set(seen)) == plan.steps_per_epoch * global_batch
+    assert sum(counts) - len(seen) < global_batch
 
 
-def policy_of(dataset):
-    return dataset.options().experimental_distribute.auto_shard_policy.name
+def test_evaluation_shards_by_file_only_on_an_even_split():
+    assert evaluation_policy([30, 30], 2).name == "FILE"
+    assert evaluation_policy([30, 29], 2).name == "DATA"
+    assert evaluation_policy([10, 20, 20, 10], 2).name == "FILE"
+    assert evaluation_policy([30, 30, 30], 2).name == "DATA"
 
 
-def test_missing_data_directory_is_refused(tmp_path):
-    with pytest.raises(RecordError, match="does not exist - create it with `make-data"):
-        load_examples(TrainConfig(data_dir=str(tmp_path / "nope")))
-
-
-def test_directory_without_shards_is_refused(tmp_path):
-    with pytest.raises(RecordError, match=r"no train-\*.tfrecord files"):
-        load_examples(TrainConfig(data_dir=str(tmp_path)))
-
-
-def test_empty_file_is_refused(tmp_path):
-    make_data(tmp_path, num_files=2, examples=40)
-    (tmp_path / "train-00001-of-00002.tfrecord").write_bytes(b"")
-    with pytest.raises(RecordError, match=r"train-00001-of-00002.tfrecord is empty"):
-        load_examples(TrainConfig(data_dir=str(tmp_path)))
-
-
-def test_corrupt_file_is_refused_before_training(tmp_path):
-    make_data(tmp_path, num_files=2, examples=40)
-    path = tmp_path / "train-00000-of-00002.tfrecord"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(RecordError, match=r"train-00000-of-00002.tfrecord is corrupt"):
-        load_examples(TrainConfig(data_dir=str(tmp_path)))
-
-
-def test_records_of_another_shape_are_refused(tmp_path):
-    make_data(tmp_path, num_files=1, examples=8)
-    with tf.io.TFRecordWriter(str(tmp_path / "train-00000-of-00001.tfrecord")) as writer:
-        writer.write(encode(np.zeros(3, dtype="float32"), 1))
-    with pytest.raises(RecordError, match="does not hold examples with a 20-value 'features'"):
-        load_examples(TrainConfig(data_dir=str(tmp_path)))
+def test_evaluation_reads_every_example_once(tmp_path):
+    make_data(tmp_path, num_files=2, examples=120)  # 30 eval examples
+    plan = make_plan(*sources(tmp_path), global_batch_size=8)
+    assert [len(f) for f, _ in evaluation_batches(plan)] == [8, 8, 8, 6]
 
 
 @pytest.mark.parametrize("num_files, examples", [(0, 10), (5, 3)])

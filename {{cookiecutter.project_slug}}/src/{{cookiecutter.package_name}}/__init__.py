@@ -3,6 +3,10 @@
 import os
 {%- endif %}
 import re
+import time
+
+# Imported first by every command: what `seconds_to_first_step` counts from.
+PROCESS_STARTED = time.monotonic()
 {%- if cookiecutter.keras_package == "tf_keras" %}
 
 # tf_keras (Keras 2) is selected before TensorFlow is imported anywhere.

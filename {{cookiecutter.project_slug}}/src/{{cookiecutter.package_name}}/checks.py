@@ -6,10 +6,12 @@ so an edit that breaks synchronisation without any error shows up here, before
 it costs days of GPU time.
 `gpu-smoke` checks a machine: its GPUs, their all-reduce and one training step.
 
-Each check gives one line: `PASS <check>: <detail>` or `FAIL <check>: <reason> - <fix>`.
+Each check gives one line: `PASS <check>: <detail>` or `FAIL <check>: <reason> - <fix>`;
+the `input` check gives `WARN` (it still passes) when training waits for data.
 """
 
 import dataclasses
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -17,11 +19,14 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies
 from {{ cookiecutter.package_name }}.data import (
-    RunPlan,
-    epoch_batches,
+    DATA,
+    ArraySource,
+    ShardPlan,
+    make_plan,
     plan_run,
     synthetic_arrays,
-    training_batches,
+    training_input,
+    worker_batches,
 )
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
@@ -45,6 +50,7 @@ from {{ cookiecutter.package_name }}.strategy import (
     worker_count,
 {%- endif %}
 )
+from {{ cookiecutter.package_name }}.training import build_engine
 
 SUM = tf.distribute.ReduceOp.SUM
 {%- if cookiecutter.training_loop == "both" %}
@@ -56,6 +62,8 @@ LOOPS = ("fit", "custom")
 DOCTOR_CPU_REPLICAS = 2
 {%- endif %}
 SYNC_STEPS = 4
+# Steps (and their batches) the input check times.
+INPUT_STEPS = 16
 # Plain SGD at a fixed rate (Adam hides scaling errors): a scaling error moves
 # the weights by ~1e-2 in SYNC_STEPS steps, float rounding by ~1e-7.
 SYNC_LEARNING_RATE = 0.05
@@ -65,7 +73,8 @@ LOSS_TOLERANCE = 1e-5
 # What to do when a check crashes inside the checked code.
 CRASH_FIXES = {
     "replicas": "check CUDA_VISIBLE_DEVICES and the TensorFlow GPU install (pip install '.[gpu]')",
-    "dataset": "check load_examples and training_batches in data.py",
+    "dataset": "check load_sources and worker_batches in data.py",
+    "input": "check worker_batches in data.py",
     "variables": (
         "build the model, the optimizer (with optimizer.build) and the metrics inside"
         " `with strategy.scope():`"
@@ -89,13 +98,20 @@ class CheckResult:
     name: str
     passed: bool
     detail: str
+    # Passed, but something costs speed (not correctness): WARN.
+    warning: bool = False
 
     def __str__(self):
-        return f"{'PASS' if self.passed else 'FAIL'} {self.name}: {self.detail}"
+        status = "FAIL" if not self.passed else "WARN" if self.warning else "PASS"
+        return f"{status} {self.name}: {self.detail}"
 
 
 class CheckFailed(Exception):
     """A failed check; the message reads `<reason> - <fix>`."""
+
+
+class CheckWarning(Exception):
+    """A check that passed with a warning; the message reads `<finding> - <fix>`."""
 
 
 class Report:
@@ -121,6 +137,8 @@ class Report:
         """Return `function(*args)`; on an error, record a failed `name` and return None."""
         try:
             return function(*args)
+        except CheckWarning as err:
+            self.add(name, True, str(err), warning=True)
         except (CheckFailed, TrainerError) as err:  # messages that already say what to do
             self.add(name, False, str(err))
         except Exception as err:  # a crash in the checked code is a failed check
@@ -131,8 +149,8 @@ class Report:
     def not_run(self, name, reason):
         self.add(name, False, f"not run: {reason}")
 
-    def add(self, name, passed, detail):
-        self.results.append(CheckResult(name, passed, " ".join(detail.split())))
+    def add(self, name, passed, detail, warning=False):
+        self.results.append(CheckResult(name, passed, " ".join(detail.split()), warning))
 
     def print(self):
         for result in self.results:
@@ -229,17 +247,9 @@ def run_custom_steps(strategy, config, plan, steps):
 
 
 def first_batches(strategy, plan, seed, steps):
-    """The first `steps` distributed batches of epoch 0, as `train` reads them."""
-    batches = epoch_batches(
-        plan.train_examples,
-        plan.global_batch_size,
-        seed=seed,
-        epoch=0,
-        first_step=0,
-        steps_per_epoch=steps,
-        repeat=plan.repeat,
-    )
-    return iter(strategy.experimental_distribute_dataset(batches))
+    """The distributed batches of epoch 0, as `train` reads them (`steps` are used)."""
+    del steps  # the engine takes what it needs
+    return iter(training_input(strategy, plan, seed, epoch=0))
 
 
 def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps):
@@ -279,6 +289,7 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
     """`steps` SGD steps on the strategy's replicas vs on one device, same global
     batches: weights and reported loss must agree, replica copies be identical."""
     config = sgd_config(config)
+    plan = data_sharded(plan)
     replicas = strategy.num_replicas_in_sync
     # TensorFloat-32 (on by default on Ampere and newer GPUs) rounds matmul inputs to
     # 10 bits: the same math on other batch shapes would differ by far more than 1e-5.
@@ -315,6 +326,15 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
     raise CheckFailed(f"{detail}; {likely_cause(ratio, replicas, split_ok, diverged)}")
 
 
+def data_sharded(plan):
+    """The plan with DATA sharding: one device reads what all the workers read
+    together only when every worker keeps every W-th record of the same order."""
+    every_file = tuple(range(len(plan.train.counts)))
+    workers = len(plan.shards.worker_files)
+    shards = ShardPlan(DATA, (every_file,) * workers, plan.shards.steps_per_pass)
+    return dataclasses.replace(plan, shards=shards)
+
+
 def all_equal(arrays):
     first, *others = arrays
     return all(np.array_equal(first, other) for other in others)
@@ -337,8 +357,8 @@ def likely_cause(loss_ratio, replicas, split_ok, diverged):
         if not split_ok:
             return (
                 f"every replica trains on the whole global batch, so gradients are"
-                f" {replicas}x too large: the dataset is not distributed - pass it"
-                " through strategy.experimental_distribute_dataset()"
+                f" {replicas}x too large: the dataset is not distributed - build it"
+                " with strategy.distribute_datasets_from_function() (data.training_input)"
             )
         return (
             f"gradients are {replicas}x too large: the loss is averaged over the local"
@@ -388,34 +408,99 @@ def check_cluster_replicas():
 
 
 def check_dataset(config, strategy):
-    plan = plan_run(config, strategy)  # cardinality: finite, known, one global batch
-    batches = training_batches(
-        plan.train_examples, plan.global_batch_size, seed=config.seed, repeat=plan.repeat
-    )
+    plan = plan_run(config, strategy)  # the counts: at least one global batch per pass
+    replicas = strategy.num_replicas_in_sync
+    per_replica = plan.global_batch_size // replicas
+    workers = len(plan.shards.worker_files)
+    batches = worker_batches(plan, config.seed, 0, 0, 0, workers, per_replica)
     batch_dimension = tf.nest.flatten(batches.element_spec)[0].shape[0]
-    if batch_dimension != plan.global_batch_size:
+    if batch_dimension != per_replica:
         raise CheckFailed(
-            f"training batches have a batch dimension of {batch_dimension}, not the"
-            f" global batch {plan.global_batch_size}: a short batch can leave a replica"
-            " with no examples - batch with the global batch size and drop_remainder=True"
+            f"a replica's batches have a batch dimension of {batch_dimension}, not"
+            f" {per_replica} (global batch {plan.global_batch_size} / {replicas} replicas):"
+            " a short batch can leave a replica with no examples - batch with the"
+            " per-replica batch size and drop_remainder=True (data.batch_records)"
         )
-    first = next(iter(strategy.experimental_distribute_dataset(batches)))
+    first = next(iter(training_input(strategy, plan, config.seed, epoch=0)))
     features = tf.nest.flatten(first)[0]
     sizes = [int(part.shape[0]) for part in strategy.experimental_local_results(features)]
-    if min(sizes) == 0:
-        raise CheckFailed(
-            f"the first global batch splits into {sizes} examples per replica - every"
-            " replica needs at least one: use more data or a smaller batch"
-        )
-    return (
+    detail = (
         f"{plan.steps_per_epoch} steps per epoch of global batch {plan.global_batch_size},"
 {%- if cookiecutter.distribution == "mirrored" %}
-        f" split {sizes} across the replicas",
+        f" split {sizes} across the replicas"
 {%- else %}
-        f" split {sizes} across this worker's replicas",
+        f" split {sizes} across this worker's replicas, {plan.shards.policy.name} sharding"
 {%- endif %}
-        plan,
     )
+    return detail, plan
+
+
+def check_input(strategy, config, plan):
+    """The input pipeline alone against the training step alone, in examples/s
+    on one worker: training waits for data when the pipeline is the slower."""
+    input_rate = input_examples_per_second(strategy, config, plan)
+    step_rate = step_examples_per_second(strategy, config, plan)
+    detail = (
+        f"input pipeline {input_rate:,.0f} examples/s, training step {step_rate:,.0f}"
+        " examples/s per worker"
+    )
+    if input_rate < step_rate:
+        raise CheckWarning(
+            f"{detail}: training is input-bound - read more files at once"
+            " (READ_PARALLELISM in data.py), keep per-record work out of the parser, or"
+            " move the data closer to the machines"
+        )
+    return f"{detail} ({input_rate / step_rate:.1f}x what the step needs)", True
+
+
+def streaming(plan, steps):
+    """The plan with `steps` steps per epoch: the stream runs on across passes."""
+    return dataclasses.replace(plan, steps_per_epoch=steps)
+
+
+def input_examples_per_second(strategy, config, plan):
+    """Worker 0's pipeline (every worker's does the same work), after its first
+    batch (the shuffle buffer's fill is start-up, not throughput)."""
+    per_replica = plan.global_batch_size // strategy.num_replicas_in_sync
+    workers = len(plan.shards.worker_files)
+    batches = INPUT_STEPS * plan.global_batch_size // workers // per_replica
+    dataset = worker_batches(
+        streaming(plan, INPUT_STEPS + 1), config.seed, 0, 0, 0, workers, per_replica
+    )
+    iterator = iter(dataset)
+    next(iterator)
+    started = time.perf_counter()
+    for _ in range(batches - 1):
+        next(iterator)
+    return (batches - 1) * per_replica / (time.perf_counter() - started)
+
+
+def step_examples_per_second(strategy, config, plan):
+    """The training step on batches already in memory: its speed without input."""
+{%- if cookiecutter.mixed_precision == "yes" %}
+    set_precision_policy(config.mixed_precision)
+{%- endif %}
+    engine = build_engine(config, strategy, plan.global_batch_size)
+    steps = INPUT_STEPS
+
+    def cached(context):
+        batches = worker_batches(
+            streaming(plan, steps),
+            config.seed,
+            0,
+            0,
+            context.input_pipeline_id,
+            context.num_input_pipelines,
+            context.get_per_replica_batch_size(plan.global_batch_size),
+        )
+        return batches.cache().repeat()
+
+    iterator = iter(strategy.distribute_datasets_from_function(cached))
+    float(engine.train(iterator, tf.constant(steps))[0])  # trace, fill the cache
+    started = time.perf_counter()
+    float(engine.train(iterator, tf.constant(steps))[0])
+    workers = len(plan.shards.worker_files)
+    return steps * plan.global_batch_size / workers / (time.perf_counter() - started)
 
 
 def check_variables(run):
@@ -515,7 +600,7 @@ def doctor(config):
     strategy = report.run("replicas", check_cluster_replicas)
 {%- endif %}
     if strategy is None:
-        for name in ("dataset", "variables", "batch-split", "sync", "upstream"):
+        for name in ("dataset", "variables", "batch-split", "sync", "upstream", "input"):
             report.not_run(name, "no strategy (see the replicas check)")
         return report
     plan = report.run("dataset", check_dataset, config, strategy)
@@ -526,6 +611,10 @@ def doctor(config):
 {%- endif %}
     runs = [run for run in runs if run is not None]
     report.run("upstream", check_upstream, strategy.num_replicas_in_sync, runs)
+    if plan is None:
+        report.not_run("input", "the dataset check failed")
+    else:
+        report.run("input", check_input, strategy, config, plan)
     return report
 
 
@@ -618,16 +707,8 @@ def check_placement(strategy):
 
 def synthetic_plan(global_batch_size, steps=SYNC_STEPS):
     """A few global batches of the synthetic task, in memory."""
-    examples = tf.data.Dataset.from_tensor_slices(
-        synthetic_arrays(steps * global_batch_size, seed=0)
-    )
-    return RunPlan(
-        global_batch_size=global_batch_size,
-        steps_per_epoch=steps,
-        train_examples=examples,
-        eval_examples=examples,
-        repeat=False,
-    )
+    examples = ArraySource(*synthetic_arrays(steps * global_batch_size, seed=0))
+    return make_plan(examples, examples, global_batch_size)
 
 
 def check_mixed_step(strategy, config, plan):

@@ -1,12 +1,15 @@
 """Command line: `{{ cookiecutter.project_slug }} COMMAND ...`.
 
-Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
+Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data, index{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
 """
 
 import argparse
 import logging
 import os
 import sys
+{%- if cookiecutter.data_source == "tfrecord" %}
+import time
+{%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.config import load_config
@@ -146,6 +149,14 @@ def build_parser():
     make_data.add_argument("--examples", type=positive_int, default=4096, help="training examples")
     make_data.add_argument("--seed", type=int, default=0)
     make_data.set_defaults(handler=run_make_data)
+
+    index = commands.add_parser(
+        "index",
+        help="list existing shards with their record counts in DIR/manifest.json (reads each once)",
+    )
+    index.add_argument("--data-dir", required=True, help="directory of the shards")
+    index.add_argument("--threads", type=positive_int, default=16, help="files read at once")
+    index.set_defaults(handler=run_index)
 {%- endif %}
     return parser
 
@@ -229,6 +240,20 @@ def run_make_data(args):
     from {{ cookiecutter.package_name }}.data import make_data
 
     make_data(args.output_dir, args.num_files, args.examples, args.seed)
+    return 0
+
+
+def run_index(args):
+    from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, index
+
+    started = time.monotonic()
+    splits = index(args.data_dir, args.threads)
+    for split, shards in splits.items():
+        records = sum(shard.records for shard in shards)
+        megabytes = sum(shard.bytes for shard in shards) / 1e6
+        print(f"{split}: {len(shards)} files, {records} records, {megabytes:.1f} MB")
+    seconds = time.monotonic() - started
+    print(f"wrote {os.path.join(args.data_dir, MANIFEST_NAME)} in {seconds:.1f} s")
     return 0
 {%- endif %}
 

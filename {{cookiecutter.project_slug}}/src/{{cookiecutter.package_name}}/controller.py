@@ -24,7 +24,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError
 from {{ cookiecutter.package_name }}.checkpointing import (
     Checkpoints,
     Progress,
@@ -33,8 +33,11 @@ from {{ cookiecutter.package_name }}.checkpointing import (
     worker_dir,
 )
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
-from {{ cookiecutter.package_name }}.data import epoch_batches, evaluation_batches
+from {{ cookiecutter.package_name }}.data import {% if cookiecutter.data_source == "tfrecord" %}DataError, {% endif %}evaluation_batches, training_input
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.manifest import data_loss_reason, first_corrupt_file
+{%- endif %}
 from {{ cookiecutter.package_name }}.model import METRIC_NAME
 from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
 
@@ -71,10 +74,11 @@ class Controller:
         self.evaluate = make_evaluator(
             strategy,
             engine.model,
-            evaluation_batches(plan.eval_examples, plan.global_batch_size),
+            evaluation_batches(plan),
         )
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
+        self.seconds_to_first_step = None
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
@@ -92,24 +96,29 @@ class Controller:
     def train_epoch(self, preemption):
         epoch, step = self.progress.position
         steps = self.plan.steps_per_epoch
-        batches = epoch_batches(
-            self.plan.train_examples,
-            self.plan.global_batch_size,
-            seed=self.config.seed,
-            epoch=epoch,
-            first_step=step,
-            steps_per_epoch=steps,
-            repeat=self.plan.repeat,
-        )
-        iterator = iter(self.strategy.experimental_distribute_dataset(batches))
+        batches = training_input(self.strategy, self.plan, self.config.seed, epoch, step)
+        iterator = iter(batches)
         interval = Interval(self.plan.global_batch_size)
         while step < steps:
             count = self.next_call_size(step)
             started = time.perf_counter()
+{%- if cookiecutter.data_source == "tfrecord" %}
+            try:
+                loss, metric = self.engine.train(iterator, tf.constant(count))
+                loss = float(loss)  # the host waits here, once per call
+            except tf.errors.DataLossError as err:
+                raise self.corrupt_record(err, epoch, step) from None
+{%- else %}
             loss, metric = self.engine.train(iterator, tf.constant(count))
             loss = float(loss)  # the host waits here, once per call
+{%- endif %}
             check_finite(loss, epoch, step + count)
             seconds = time.perf_counter() - started
+            if self.seconds_to_first_step is None:
+                self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
+                log.info(
+                    "first %d step(s) done %.1f s after start", count, self.seconds_to_first_step
+                )
             self.throughput.add(count, seconds)
             interval.add(count, loss, seconds)
             self.progress.add_steps(count, loss, metric)
@@ -137,6 +146,23 @@ class Controller:
             raise Preempted(f"saved epoch {epoch + 1} step 0")
         self.last_eval = self.evaluate()
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
+
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+    def corrupt_record(self, err, epoch, step):
+        """A record failed its checksum mid-run (the file changed after `index`
+        without changing size): find the file, reading the training files in
+        order, and say which it is. No checkpoint is written after the error."""
+        reason = data_loss_reason(err)
+        log.warning("a training record is corrupt (%s): looking for its file", reason)
+        path = first_corrupt_file(list(self.plan.train.files))
+        where = path or f"one of the training files in {self.config.data_dir}"
+        return DataError(
+            f"{where} has a corrupt record ({reason}) at epoch {epoch + 1}"
+            f" step {step} - restore or regenerate it and run `{{ cookiecutter.project_slug }} index"
+            f" --data-dir {self.config.data_dir}`; the last checkpoint is intact"
+        )
+{%- endif %}
 
     @property
     def global_step(self):
@@ -184,6 +210,7 @@ class Controller:
             ),
             "global_step": self.global_step,
             "examples_per_second": self.throughput.examples_per_second(),
+            "seconds_to_first_step": self.seconds_to_first_step,
             "losses": self.losses,
             "final_loss": self.progress.final_loss,
             "metric_name": METRIC_NAME,

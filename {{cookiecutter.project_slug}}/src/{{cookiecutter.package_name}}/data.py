@@ -1,39 +1,61 @@
-"""Training and evaluation data, batched with the global batch size and checked.
+"""Training and evaluation input: planned from record counts, read by each worker.
 
-To train on your own data, change `load_examples`: it returns unbatched
-(features, label) datasets. Everything after it (cardinality guards, global
-batching, sharding, the data order) stays as it is.
+{%- if cookiecutter.data_source == "tfrecord" %}
+The data is TFRecord shards (format: tfrecords.py) listed in the data
+directory's manifest with their record counts (manifest.py). To train on your
+own data, write it in that format (or change tfrecords.py's spec and parser)
+and run `index`. Planning reads the manifest, never the data, so start-up does
+not grow with the data set.
+{%- else %}
+The data is a seeded in-memory task (synthetic_arrays). To train on your own
+arrays, return them from `load_sources`; for data that does not fit in memory,
+bake the project with data_source=tfrecord.
+{%- endif %}
 
-The training data order is a pure function of (seed, epoch, step): a run resumed
-at step S of epoch E builds epoch E's batches again and starts at batch S, so it
-sees what an uninterrupted run sees without checkpointing a data iterator (which
-TensorFlow cannot do for a distributed dataset, tensorflow/tensorflow#56372).
+The training order is a pure function of (seed, epoch, step). The data is read
+in passes: pass p shuffles the files, then the records, with seed + p. Epoch e
+is global steps e*K .. e*K+K-1 of the passes laid end to end (K: steps per
+epoch), so a --steps-per-epoch shorter than a pass continues the stream in the
+next epoch, and a run resumed at step S of epoch E rebuilds the pass that holds
+that step and skips to it: it sees what an uninterrupted run sees, without
+checkpointing a data iterator (which TensorFlow cannot do for a distributed
+dataset, tensorflow/tensorflow#56372).
+
+Each worker builds its own pipeline (strategy.distribute_datasets_from_function)
+and feeds each of its replicas one per-replica batch per step. plan_shards
+decides whether a worker reads only its own files (FILE) or all of them,
+keeping every W-th record (DATA).
 """
 
 import dataclasses
 import logging
-{%- if cookiecutter.data_source == "tfrecord" %}
-from pathlib import Path
-{%- endif %}
 
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, tfrecords{% endif %}
+from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, manifest, tfrecords{% endif %}
 from {{ cookiecutter.package_name }}.strategy import global_batch_size, worker_count
 
 log = logging.getLogger(__name__)
 
 NUM_FEATURES = 20
 NUM_CLASSES = 4
-SHUFFLE_BUFFER = 10_000
-DATA = tf.data.experimental.AutoShardPolicy.DATA
 # The synthetic task is fixed (its own seed); --seed changes shuffling and init.
 TASK_SEED = 1234
 {%- if cookiecutter.data_source == "synthetic" %}
 TRAIN_EXAMPLES = 4096
 EVAL_EXAMPLES = 1024
 {%- endif %}
+{%- if cookiecutter.data_source == "tfrecord" %}
+# Files read at once by each worker's pipeline.
+READ_PARALLELISM = 16
+# The record shuffle buffer holds serialized records, at most this many bytes of
+# them (and at most SHUFFLE_RECORDS): filling it is start-up time and host memory.
+SHUFFLE_BYTES = 256 * 2**20
+SHUFFLE_RECORDS = 10_000
+{%- endif %}
+DATA = tf.data.experimental.AutoShardPolicy.DATA
+FILE = tf.data.experimental.AutoShardPolicy.FILE
 
 
 class DataError(TrainerError):
@@ -54,65 +76,159 @@ def synthetic_arrays(num_examples, seed):
     return features.astype("float32"), labels.astype("int32")
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ArraySource:
+    """Examples held in memory. A record is a row index; parsing gathers the rows."""
+
+    features: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def counts(self):
+        # One "file": rows in memory have nothing to shard by but the rows themselves.
+        return (len(self.labels),)
+
+    def records(self, files, seed=None):
+        rows = tf.data.Dataset.range(len(self.labels))
+        return rows if seed is None else rows.shuffle(len(self.labels), seed=seed)
+
+    def parse(self, rows):
+        return tf.gather(self.features, rows), tf.gather(self.labels, rows)
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordSource:
+    """TFRecord shards. A record is a serialized example; parsing takes a batch."""
+
+    files: tuple[str, ...]
+    counts: tuple[int, ...]
+    bytes: int
+
+    def records(self, files, seed=None):
+        """The records of `files` (indices); with a seed, files and records shuffled."""
+        paths = tf.data.Dataset.from_tensor_slices([self.files[index] for index in files])
+        if seed is not None:
+            paths = paths.shuffle(len(files), seed=seed)
+        # Several files at once. deterministic=True: the order must be a function of
+        # the seed, for exact resume and because DATA sharding has every worker keep
+        # every W-th record of the same sequence.
+        records = paths.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(len(files), READ_PARALLELISM),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        return records if seed is None else records.shuffle(self.shuffle_buffer(), seed=seed)
+
+    def shuffle_buffer(self):
+        record_bytes = max(self.bytes // max(sum(self.counts), 1), 1)
+        return max(1, min(SHUFFLE_RECORDS, SHUFFLE_BYTES // record_bytes))
+
+    def parse(self, records):
+        return tfrecords.parse_batch(records, NUM_FEATURES)
+
+
 def make_data(output_dir, num_files, examples, seed=0):
-    """A sample data set in the format `train` reads: train and eval shards."""
+    """A sample data set in the format `train` reads: train and eval shards, indexed."""
     if num_files < 1 or examples < num_files:
         raise DataError(
             f"--num-files {num_files} --examples {examples}: need at least one file"
             " and one example per file - raise --examples or lower --num-files"
         )
-    output = Path(output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    train = tfrecords.write_split(output, "train", *synthetic_arrays(examples, seed), num_files)
+    tf.io.gfile.makedirs(str(output_dir))
+    tfrecords.write_split(output_dir, "train", *synthetic_arrays(examples, seed), num_files)
     eval_count = max(examples // 4, 1)
-    evaluation = tfrecords.write_split(
-        output, "eval", *synthetic_arrays(eval_count, seed + 1), 1
-    )
-    log.info("wrote %d train and %d eval examples to %s", examples, eval_count, output)
-    return train + evaluation
+    tfrecords.write_split(output_dir, "eval", *synthetic_arrays(eval_count, seed + 1), 1)
+    manifest.index(str(output_dir))
+    log.info("wrote %d train and %d eval examples to %s", examples, eval_count, output_dir)
 {%- endif %}
 
 
-def load_examples(config, num_workers=1):
-    """The unbatched (features, label) training and evaluation datasets."""
+def load_sources(config):
+    """The training and evaluation sources."""
 {%- if cookiecutter.data_source == "synthetic" %}
-    train = tf.data.Dataset.from_tensor_slices(synthetic_arrays(TRAIN_EXAMPLES, seed=0))
-    evaluation = tf.data.Dataset.from_tensor_slices(synthetic_arrays(EVAL_EXAMPLES, seed=1))
-    # In-memory data has no files to shard by: each worker takes its part of each batch.
-    log.info("input sharding across workers: %s", DATA.name)
-    return with_shard_policy(train, DATA), with_shard_policy(evaluation, DATA)
+    del config  # the synthetic task takes no settings
+    return (
+        ArraySource(*synthetic_arrays(TRAIN_EXAMPLES, seed=0)),
+        ArraySource(*synthetic_arrays(EVAL_EXAMPLES, seed=1)),
+    )
 {%- else %}
-    splits = []
-    for split in ("train", "eval"):
-        files = tfrecords.find_files(config.data_dir, split)
-        counts = tfrecords.check_files(files, NUM_FEATURES)
-        # Training: every worker on the same global batches (see epoch_batches).
-        policy = shard_policy(counts, num_workers) if split == "eval" else DATA
-        log.info("%s input sharding across workers: %s (%d files)", split, policy.name, len(files))
-        examples = tfrecords.read_examples(files, NUM_FEATURES, sum(counts))
-        splits.append(with_shard_policy(examples, policy))
-    train, evaluation = splits
-    return train, evaluation
+    splits = manifest.load(config.data_dir, NUM_FEATURES, NUM_CLASSES)
+    return tuple(
+        RecordSource(
+            files=tuple(shard.path for shard in splits[split]),
+            counts=tuple(shard.records for shard in splits[split]),
+            bytes=sum(shard.bytes for shard in splits[split]),
+        )
+        for split in ("train", "eval")
+    )
+{%- endif %}
 
 
-def shard_policy(counts, num_workers):
-    """For evaluation: whole files per worker (FILE) when the files split the
-    examples evenly across the workers; else every worker reads all files and
-    takes its part of each batch (DATA)."""
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """How the training files are split across workers."""
+
+    # FILE: each worker reads only its own files. DATA: every worker reads all of
+    # them and keeps every W-th record.
+    policy: tf.data.experimental.AutoShardPolicy
+    # The files (indices) each worker reads.
+    worker_files: tuple[tuple[int, ...], ...]
+    # Full global batches in one pass over the data.
+    steps_per_pass: int
+
+
+def plan_shards(counts, num_workers, global_batch_size):
+    """FILE when whole files per worker fill as many global batches per pass as
+    the data holds (total // global batch); DATA, which always does, otherwise.
+
+    Either way, every worker runs steps_per_pass steps per pass and has the
+    records for them, each example is read for training at most once per pass,
+    and fewer than one global batch of examples is left out of each pass.
+    """
+    total = sum(counts)
+    steps = total // global_batch_size
+    if steps == 0:
+        raise DataError(
+            f"the training data has {total} examples, fewer than one global batch of"
+            f" {global_batch_size} - use more data or a smaller --per-replica-batch-size"
+        )
+    if num_workers > 1 and len(counts) >= num_workers:
+        assignment = balanced_assignment(counts, num_workers)
+        worker_batch = global_batch_size // num_workers
+        file_steps = min(sum(counts[i] for i in files) // worker_batch for files in assignment)
+        if file_steps == steps:
+            return ShardPlan(FILE, assignment, steps)
+    every_file = tuple(range(len(counts)))
+    return ShardPlan(DATA, (every_file,) * num_workers, steps)
+
+
+def balanced_assignment(counts, num_workers):
+    """Files to workers, largest first to the least loaded: shares as even as
+    whole files allow."""
+    loads = [0] * num_workers
+    assigned = [[] for _ in range(num_workers)]
+    for index in sorted(range(len(counts)), key=lambda i: (-counts[i], i)):
+        worker = min(range(num_workers), key=lambda w: (loads[w], w))
+        assigned[worker].append(index)
+        loads[worker] += counts[index]
+    return tuple(tuple(sorted(files)) for files in assigned)
+
+
+def evaluation_policy(counts, num_workers):
+    """Evaluation keeps every example, so a worker with fewer batches than the
+    others would stall them: whole files per worker (FILE) only when the files
+    split the examples evenly, else DATA."""
+{%- if cookiecutter.data_source == "synthetic" %}
+    del counts, num_workers
+    return DATA  # in-memory rows: nothing to shard by but the rows
+{%- else %}
     shares = [sum(counts[worker::num_workers]) for worker in range(num_workers)]
     if len(counts) % num_workers == 0 and len(set(shares)) == 1:
-        return tf.data.experimental.AutoShardPolicy.FILE
+        return FILE
     return DATA
 {%- endif %}
-
-
-def with_shard_policy(dataset, policy):
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = policy
-    return dataset.with_options(options)
 
 
 @dataclasses.dataclass
@@ -121,98 +237,107 @@ class RunPlan:
 
     global_batch_size: int
     steps_per_epoch: int
-    train_examples: tf.data.Dataset
-    eval_examples: tf.data.Dataset
-    # An explicit steps_per_epoch streams the data (repeated) within an epoch.
-    repeat: bool
+    shards: ShardPlan
+    train: {% if cookiecutter.data_source == "tfrecord" %}RecordSource | {% endif %}ArraySource
+    evaluation: {% if cookiecutter.data_source == "tfrecord" %}RecordSource | {% endif %}ArraySource
+    evaluation_policy: tf.data.experimental.AutoShardPolicy
 
 
 def plan_run(config, strategy):
-    """Load and check the data for `strategy`: sizes, steps per epoch."""
+    """The run's plan, from the record counts alone (no record is read)."""
     batch = global_batch_size(strategy, config.per_replica_batch_size)
-    train, evaluation = load_examples(config, worker_count(strategy))
-    num_train = count_examples(train, batch, config.steps_per_epoch, "training")
-    # Evaluation keeps a short last batch: any finite, non-empty set will do.
-    if int(evaluation.cardinality()) == 0:
-        raise DataError("the evaluation dataset is empty - return some examples from load_examples")
-    count_examples(evaluation, 1, split="evaluation")
+    workers = worker_count(strategy)
+    train, evaluation = load_sources(config)
+    return make_plan(train, evaluation, batch, workers, config.steps_per_epoch)
+
+
+def make_plan(train, evaluation, global_batch_size, num_workers=1, steps_per_epoch=None):
+    """Check the sizes and plan the sharding; steps_per_epoch None: one pass."""
+    if sum(evaluation.counts) == 0:
+        raise DataError("the evaluation data is empty - give it at least one example")
+    shards = plan_shards(train.counts, num_workers, global_batch_size)
+    policy = evaluation_policy(evaluation.counts, num_workers)
+    if num_workers > 1:
+        log.info(
+            "input sharding across %d workers: train %s, eval %s",
+            num_workers, shards.policy.name, policy.name,
+        )
     return RunPlan(
-        global_batch_size=batch,
-        steps_per_epoch=steps_per_epoch_for(num_train, batch, config.steps_per_epoch),
-        train_examples=train,
-        eval_examples=evaluation,
-        repeat=config.steps_per_epoch is not None,
+        global_batch_size=global_batch_size,
+        steps_per_epoch=steps_per_epoch or shards.steps_per_pass,
+        shards=shards,
+        train=train,
+        evaluation=evaluation,
+        evaluation_policy=policy,
     )
 
 
-def count_examples(examples, global_batch_size, steps_per_epoch=None, split="training"):
-    """Check the dataset before training; return its size (None if unbounded).
+def batch_records(records, per_replica_batch_size):
+    """Full batches only: every replica gets exactly its share at every step."""
+    return records.batch(per_replica_batch_size, drop_remainder=True)
 
-    An infinite or unknown size needs an explicit steps_per_epoch, and a finite
-    one must fill at least one global batch.
+
+def worker_batches(
+    plan, seed, epoch, first_step, worker=0, num_workers=1, per_replica_batch_size=None
+):
+    """Worker `worker`'s per-replica batches from step `first_step` of `epoch` to the
+    epoch's end: each step takes one batch per replica of this worker.
+
+    skip() runs the pass over the batches before `first_step` (reading, no parsing,
+    no training step); it is paid on a resume only, and at most one pass.
     """
-    cardinality = int(examples.cardinality())
-    if cardinality == tf.data.INFINITE_CARDINALITY:
-        if steps_per_epoch is None:
+    per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
+    shards = plan.shards
+    batches_per_step = plan.global_batch_size // num_workers // per_replica_batch_size
+    files = shards.worker_files[worker] if shards.policy == FILE else shards.worker_files[0]
+    first_pass, offset = divmod(epoch * plan.steps_per_epoch + first_step, shards.steps_per_pass)
+
+    def one_pass(index):
+        records = plan.train.records(files, seed=seed + index)
+        if shards.policy == DATA:
+            records = records.shard(num_workers, worker)
+        batches = batch_records(records, per_replica_batch_size)
+        return batches.take(shards.steps_per_pass * batches_per_step)
+
+    batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
+    batches = batches.skip(offset * batches_per_step)
+    batches = batches.take((plan.steps_per_epoch - first_step) * batches_per_step)
+    batches = batches.map(plan.train.parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def training_input(strategy, plan, seed, epoch, first_step=0):
+    """The distributed batches of `epoch` from `first_step` on, one pipeline per worker."""
+
+    def dataset_fn(context):
+        planned = len(plan.shards.worker_files)
+        if plan.shards.policy == FILE and context.num_input_pipelines != planned:
             raise DataError(
-                f"the {split} dataset is infinite (repeat()) - set --steps-per-epoch,"
-                " or remove the repeat()"
+                f"the plan shards files for {planned} workers, the strategy has"
+                f" {context.num_input_pipelines} - plan with plan_run(config, strategy)"
             )
-        return None
-    if cardinality == tf.data.UNKNOWN_CARDINALITY:
-        if steps_per_epoch is None:
-            raise DataError(
-                f"the {split} dataset has an unknown size (filter() or a file reader)"
-                " - set --steps-per-epoch, or call"
-                " dataset.apply(tf.data.experimental.assert_cardinality(N))"
-            )
-        return None
-    if cardinality < global_batch_size:
-        raise DataError(
-            f"the {split} dataset has {cardinality} examples, fewer than one global"
-            f" batch of {global_batch_size} - use more data or a smaller"
-            " --per-replica-batch-size"
+        return worker_batches(
+            plan,
+            seed,
+            epoch,
+            first_step,
+            context.input_pipeline_id,
+            context.num_input_pipelines,
+            context.get_per_replica_batch_size(plan.global_batch_size),
         )
-    return cardinality
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def steps_per_epoch_for(num_examples, global_batch_size, steps_per_epoch=None):
-    """Full global batches per epoch: the explicit value, or one pass over the data."""
-    return steps_per_epoch or num_examples // global_batch_size
-
-
-def training_batches(examples, global_batch_size, seed, repeat=False):
-    """Shuffled global batches; the short last batch is dropped so every replica
-    gets exactly global_batch_size // replicas examples at every step."""
-    # The same order on every pass over this dataset: the order is chosen by the
-    # seed alone (each epoch gets its own, see epoch_batches), never by how many
-    # iterators were opened on it before.
-    dataset = examples.shuffle(SHUFFLE_BUFFER, seed=seed, reshuffle_each_iteration=False)
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.batch(global_batch_size, drop_remainder=True)
-    return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-def epoch_batches(examples, global_batch_size, seed, epoch, first_step, steps_per_epoch, repeat):
-    """Epoch `epoch`'s global batches from step `first_step` on.
-
-    Epoch e is the first `steps_per_epoch` batches shuffled with seed + e, so the
-    batches from (epoch, step) on are the same in a resumed run as in an
-    uninterrupted one. skip() runs the input pipeline over the skipped batches
-    (reading and shuffling, no training step); it is only paid on a resume.
-    """
-    batches = training_batches(examples, global_batch_size, seed + epoch, repeat)
-    batches = batches.take(steps_per_epoch).skip(first_step)
-    # Across workers, every worker reads the same global batches and takes its part
-    # (DATA), so step S is global batch S everywhere. With whole files per worker
-    # (FILE), a step takes 1/workers of a worker's batch, and skipping S batches
-    # would land S * workers steps ahead.
-    return with_shard_policy(batches, DATA)
-
-
-def evaluation_batches(examples, global_batch_size):
+def evaluation_batches(plan):
     """The evaluation set in global batches, in order, the last one short: every
     example counts once (a replica may get a short or an empty share of the last
     batch; the evaluation sums handle both)."""
-    return examples.batch(global_batch_size).prefetch(tf.data.AUTOTUNE)
+    source = plan.evaluation
+    records = source.records(tuple(range(len(source.counts))))
+    batches = records.batch(plan.global_batch_size).map(
+        source.parse, num_parallel_calls=tf.data.AUTOTUNE
+    )
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = plan.evaluation_policy
+    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)

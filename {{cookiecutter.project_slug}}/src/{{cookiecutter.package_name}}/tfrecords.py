@@ -1,14 +1,16 @@
-"""TFRecord shards of (features, label) examples: written by `make-data`, read by `train`."""
+"""The record format: tf.train.Example with a float `features` list and an int64 `label`.
+
+`make-data` writes it, `index` reads every record of it once (manifest.py), and
+`train` parses it a batch of records at a time (one parse_example call per batch,
+not one op per record).
+"""
 
 from pathlib import Path
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError
-
-
-class RecordError(TrainerError):
-    pass
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: features float32[N], label int64"
 
 
 def feature_spec(num_features):
@@ -47,67 +49,24 @@ def write_split(output_dir, split, features, labels, num_files):
     return paths
 
 
-def find_files(data_dir, split):
-    """The split's shard files, in name order; a clear error if there are none."""
-    directory = Path(data_dir)
-    if not directory.is_dir():
-        raise RecordError(
-            f"data directory {directory} does not exist - create it with"
-            f" `make-data --output-dir {directory}` or pass --data-dir"
-        )
-    files = sorted(str(path) for path in directory.glob(f"{split}-*.tfrecord"))
-    if not files:
-        raise RecordError(
-            f"no {split}-*.tfrecord files in {directory} - create them with"
-            f" `make-data --output-dir {directory}`"
-        )
-    for path in files:
-        if Path(path).stat().st_size == 0:
-            raise RecordError(f"{path} is empty - regenerate or remove it")
-    return files
+def parse_batch(records, num_features):
+    """A batch of serialized records -> (features [batch, num_features], int32 labels)."""
+    examples = tf.io.parse_example(records, feature_spec(num_features))
+    return examples["features"], tf.cast(examples["label"], tf.int32)
 
 
-def count_records(path):
-    """Records in one file, reading it whole: a corrupt file fails here, not mid-run."""
-    try:
-        return int(tf.data.TFRecordDataset(path).reduce(0, lambda count, _: count + 1))
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
-        raise RecordError(
-            f"{path} is corrupt ({err.message.splitlines()[0]}) - regenerate or remove it"
-        ) from None
-
-
-def check_first_record(path, num_features):
-    try:
-        for record in tf.data.TFRecordDataset(path).take(1):
-            tf.io.parse_single_example(record, feature_spec(num_features))
-    except tf.errors.InvalidArgumentError:
-        raise RecordError(
-            f"{path} does not hold examples with a {num_features}-value 'features' and"
-            " an int64 'label' - write it with make-data's format (tfrecords.encode)"
-        ) from None
-
-
-def check_files(files, num_features):
-    """Read every file once before training; return each one's record count."""
-    counts = []
-    for path in files:
-        counts.append(count_records(path))
-        check_first_record(path, num_features)
-    return counts
-
-
-def read_examples(files, num_features, total):
-    """Unbatched (features, label) examples from checked `files` holding `total`."""
-    spec = feature_spec(num_features)
-
-    def parse(record):
-        example = tf.io.parse_single_example(record, spec)
-        return example["features"], tf.cast(example["label"], tf.int32)
-
-    dataset = tf.data.Dataset.from_tensor_slices(files)
-    dataset = dataset.interleave(
-        tf.data.TFRecordDataset, cycle_length=tf.data.AUTOTUNE, deterministic=True
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's feature length, label count, and the labels."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.RaggedFeature(tf.float32),
+            "label": tf.io.RaggedFeature(tf.int64),
+        },
     )
-    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.apply(tf.data.experimental.assert_cardinality(total))
+    return (
+        examples["features"].row_lengths(),
+        examples["label"].row_lengths(),
+        examples["label"].flat_values,
+    )

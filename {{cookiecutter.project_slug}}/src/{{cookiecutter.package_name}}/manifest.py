@@ -1,0 +1,266 @@
+"""The data directory's manifest: every shard with its size, its record count and
+what its records hold.
+
+`index` (and `make-data`, after writing) reads every record once, files in
+parallel, and writes `manifest.json` next to the shards. `train` and `doctor`
+plan from the manifest and only check that each listed file is there with its
+recorded size, so start-up does not grow with the data: counting 150 GB of
+shards before step 1, again after every preemption, would take hours.
+
+Files are reached through tf.io.gfile: the data directory may be any path
+TensorFlow reads (a local directory, gs://...).
+"""
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError, first_line
+from {{ cookiecutter.package_name }}.tfrecords import FORMAT, describe_batch
+
+MANIFEST_NAME = "manifest.json"
+SPLITS = ("train", "eval")
+VERSION = 1
+# Files read at once by `index` and the checks: enough to keep a network file system busy.
+READ_THREADS = 16
+INDEX_BATCH = 1024
+INDEX_COMMAND = "{{ cookiecutter.project_slug }} index --data-dir"
+
+
+class ManifestError(TrainerError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One file, as `index` found it."""
+
+    path: str
+    bytes: int
+    records: int
+    feature_shape: tuple[int, ...]
+    label_min: int
+    label_max: int
+
+
+def check_data_dir(data_dir):
+    if not tf.io.gfile.isdir(data_dir):
+        raise ManifestError(
+            f"data directory {data_dir} does not exist - create it with"
+            f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}` or pass --data-dir"
+        )
+
+
+def shard_paths(data_dir, split):
+    """The split's shard files, in name order."""
+    return sorted(tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*.tfrecord")))
+
+
+def index(data_dir, threads=READ_THREADS):
+    """Read every shard of `data_dir` once, `threads` files at a time, and write
+    its manifest; returns {split: [Shard]}."""
+    check_data_dir(data_dir)
+    splits = {}
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for split in SPLITS:
+            paths = shard_paths(data_dir, split)
+            if not paths:
+                raise ManifestError(
+                    f"no {split}-*.tfrecord files in {data_dir} - name your shards"
+                    f" {split}-00000-of-00001.tfrecord ... or create a sample data set with"
+                    f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}`"
+                )
+            splits[split] = list(pool.map(index_file, paths))
+    manifest = {
+        "version": VERSION,
+        "format": FORMAT,
+        "splits": {
+            split: {
+                "records": sum(shard.records for shard in shards),
+                "files": [manifest_entry(shard) for shard in shards],
+            }
+            for split, shards in splits.items()
+        },
+    }
+    write_atomically(os.path.join(data_dir, MANIFEST_NAME), json.dumps(manifest, indent=1))
+    return splits
+
+
+def index_file(path):
+    """Read one file whole: its records, their feature length and label range."""
+    size = tf.io.gfile.stat(path).length
+    if size == 0:
+        raise ManifestError(f"{path} is empty - regenerate or remove it")
+    records, lengths, label_min, label_max = 0, set(), None, None
+    batches = tf.data.TFRecordDataset(path).batch(INDEX_BATCH).map(describe_batch).prefetch(2)
+    try:
+        for feature_lengths, label_counts, labels in batches:
+            records += int(tf.size(label_counts))
+            lengths.update(np.unique(feature_lengths.numpy()).tolist())
+            wrong = sorted(set(np.unique(label_counts.numpy()).tolist()) - {1})
+            if wrong:
+                raise ManifestError(
+                    f"{path} has a record with {wrong[0]} labels - each record needs"
+                    " exactly one int64 'label' (see tfrecords.encode)"
+                )
+            labels = labels.numpy()
+            low, high = int(labels.min()), int(labels.max())
+            label_min = low if label_min is None else min(label_min, low)
+            label_max = high if label_max is None else max(label_max, high)
+    except tf.errors.DataLossError as err:
+        raise ManifestError(
+            f"{path} is corrupt ({data_loss_reason(err)}) - regenerate or remove it"
+        ) from None
+    except tf.errors.InvalidArgumentError:
+        raise ManifestError(
+            f"{path} does not hold records of the format {FORMAT!r} - write them with"
+            " tfrecords.encode"
+        ) from None
+    if len(lengths) > 1:
+        found = " and ".join(str(length) for length in sorted(lengths)[:2])
+        raise ManifestError(
+            f"{path} holds features of different lengths ({found}) - every record needs"
+            " the same number of 'features' values"
+        )
+    return Shard(path, size, records, (lengths.pop(),), label_min, label_max)
+
+
+def data_loss_reason(err):
+    """'corrupted record at 474' out of TensorFlow's DataLossError message."""
+    found = re.search(r"corrupted record at \d+", str(err))
+    return found.group(0) if found else first_line(err)
+
+
+def manifest_entry(shard):
+    """A shard as the manifest lists it: by file name, relative to the data directory."""
+    entry = dataclasses.asdict(shard)
+    del entry["path"]
+    entry["feature_shape"] = list(shard.feature_shape)
+    return {"file": os.path.basename(shard.path), **entry}
+
+
+def write_atomically(path, text):
+    """A reader (another worker starting) never sees half a manifest."""
+    partial = path + ".partial"
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write(text + "\n")
+    tf.io.gfile.rename(partial, path, overwrite=True)
+
+
+def load(data_dir, num_features, num_classes):
+    """The shards of each split, from the manifest, checked without reading a record:
+    every file listed and present at its recorded size, no shard left unlisted, the
+    feature shape the model takes, and labels in 0..num_classes-1."""
+    check_data_dir(data_dir)
+    splits = read_manifest(data_dir)
+    with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
+        for split, shards in splits.items():
+            check_listing(data_dir, split, shards)
+            list(pool.map(check_size, shards))
+            for shard in shards:
+                check_contents(shard, num_features, num_classes)
+    return splits
+
+
+def read_manifest(data_dir):
+    path = os.path.join(data_dir, MANIFEST_NAME)
+    again = f"run `{INDEX_COMMAND} {data_dir}`"
+    if not tf.io.gfile.exists(path):
+        raise ManifestError(
+            f"no {MANIFEST_NAME} in {data_dir} - {again} (it reads every shard once and"
+            " lists them with their record counts)"
+        )
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            manifest = json.load(handle)
+        if manifest["version"] != VERSION or manifest["format"] != FORMAT:
+            raise ManifestError(
+                f"{path} describes {manifest['format']!r} records (manifest version"
+                f" {manifest['version']}), this project reads {FORMAT!r} - {again}"
+            )
+        return {
+            split: [
+                Shard(
+                    path=os.path.join(data_dir, entry["file"]),
+                    bytes=int(entry["bytes"]),
+                    records=int(entry["records"]),
+                    feature_shape=tuple(entry["feature_shape"]),
+                    label_min=int(entry["label_min"]),
+                    label_max=int(entry["label_max"]),
+                )
+                for entry in manifest["splits"][split]["files"]
+            ]
+            for split in SPLITS
+        }
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ManifestError(
+            f"{path} is not a manifest this project can read ({type(err).__name__}:"
+            f" {first_line(err)}) - {again}"
+        ) from None
+
+
+def check_listing(data_dir, split, shards):
+    listed = {shard.path for shard in shards}
+    on_disk = set(shard_paths(data_dir, split))
+    again = f"run `{INDEX_COMMAND} {data_dir}`"
+    for path in sorted(on_disk - listed)[:1]:
+        raise ManifestError(
+            f"{path} is not in {MANIFEST_NAME}: it would not be trained on - {again}"
+        )
+    for path in sorted(listed - on_disk)[:1]:
+        raise ManifestError(
+            f"{path} is in {MANIFEST_NAME} but missing - restore it, or {again} to list"
+            " what is there"
+        )
+    if not shards:
+        raise ManifestError(f"{MANIFEST_NAME} in {data_dir} lists no {split} files - {again}")
+
+
+def check_size(shard):
+    size = tf.io.gfile.stat(shard.path).length
+    if size != shard.bytes:
+        raise ManifestError(
+            f"{shard.path} has {size} bytes, {MANIFEST_NAME} says {shard.bytes}: it changed"
+            f" after it was indexed - run `{INDEX_COMMAND} {os.path.dirname(shard.path)}`"
+        )
+
+
+def check_contents(shard, num_features, num_classes):
+    if shard.feature_shape != (num_features,):
+        raise ManifestError(
+            f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
+            f" takes [{num_features}] - fix the data, or NUM_FEATURES in data.py"
+        )
+    for label in (shard.label_min, shard.label_max):
+        if not 0 <= label < num_classes:
+            raise ManifestError(
+                f"{shard.path} has label {label}, outside 0..{num_classes - 1} - fix the"
+                " labels, or NUM_CLASSES in data.py (on a GPU, sparse cross-entropy gives"
+                " NaN or garbage for such a label, not an error)"
+            )
+
+
+def first_corrupt_file(paths, threads=READ_THREADS):
+    """The first of `paths`, in the order given, with a record that fails its
+    checksum; None if all are intact. Reads `threads` files at a time and stops at
+    the first group with a corrupt one."""
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for start in range(0, len(paths), threads):
+            group = paths[start : start + threads]
+            for path, intact in zip(group, pool.map(is_intact, group), strict=True):
+                if not intact:
+                    return path
+    return None
+
+
+def is_intact(path):
+    try:
+        tf.data.TFRecordDataset(path).batch(INDEX_BATCH).reduce(0, lambda count, _: count)
+    except tf.errors.DataLossError:
+        return False
+    return True

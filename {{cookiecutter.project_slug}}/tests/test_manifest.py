@@ -1,0 +1,176 @@
+"""The manifest: `index` reads every record once; planning reads only the manifest
+and refuses, in one line naming the file, anything that would train wrongly."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES, make_data
+from {{ cookiecutter.package_name }}.manifest import ManifestError, first_corrupt_file, index, load
+from {{ cookiecutter.package_name }}.tfrecords import encode, write_split
+
+
+def load_dir(path):
+    return load(str(path), NUM_FEATURES, NUM_CLASSES)
+
+
+def flip_a_byte(path):
+    """Corrupt a record without changing the file's size."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def write_records(path, rows):
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for features, label in rows:
+            writer.write(encode(features, label))
+
+
+@pytest.fixture
+def data(tmp_path):
+    make_data(tmp_path, num_files=2, examples=40)  # train: 2 files of 20, eval: 1 of 10
+    return tmp_path
+
+
+def test_make_data_writes_a_manifest_of_every_shard(data):
+    written = json.loads((data / "manifest.json").read_text())
+    train = written["splits"]["train"]
+    assert train["records"] == 40
+    assert [entry["file"] for entry in train["files"]] == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
+    first = train["files"][0]
+    assert first["records"] == 20
+    assert first["bytes"] == (data / first["file"]).stat().st_size
+    assert first["feature_shape"] == [NUM_FEATURES]
+    assert 0 <= first["label_min"] <= first["label_max"] < NUM_CLASSES
+    assert written["splits"]["eval"]["records"] == 10
+
+
+def test_planning_reads_the_manifest_not_the_records(data):
+    # A corrupt record of the same size is not seen: no record is read to plan.
+    flip_a_byte(data / "train-00000-of-00002.tfrecord")
+    splits = load_dir(data)
+    assert [shard.records for shard in splits["train"]] == [20, 20]
+
+
+def test_existing_shards_need_index_first(tmp_path):
+    write_split(tmp_path, "train", *np_examples(30), num_files=3)
+    write_split(tmp_path, "eval", *np_examples(5), num_files=1)
+    with pytest.raises(ManifestError, match=r"^no manifest.json in .* - run `\S+ index --data-dir"):
+        load_dir(tmp_path)
+    indexed = index(str(tmp_path), threads=2)
+    assert [shard.records for shard in indexed["train"]] == [10, 10, 10]
+    assert [shard.records for shard in load_dir(tmp_path)["eval"]] == [5]
+
+
+def np_examples(count, label=1, width=NUM_FEATURES):
+    return np.ones((count, width), "float32"), np.full(count, label)
+
+
+def test_missing_data_directory_is_refused(tmp_path):
+    with pytest.raises(ManifestError, match="does not exist - create it with `.* make-data"):
+        load_dir(tmp_path / "nope")
+
+
+def test_directory_without_shards_cannot_be_indexed(tmp_path):
+    with pytest.raises(ManifestError, match=r"no train-\*.tfrecord files in"):
+        index(str(tmp_path))
+
+
+def test_an_empty_file_is_refused_by_index(data):
+    (data / "train-00001-of-00002.tfrecord").write_bytes(b"")
+    with pytest.raises(ManifestError, match=r"train-00001-of-00002.tfrecord is empty"):
+        index(str(data))
+
+
+def test_a_corrupt_file_is_named_by_index(data):
+    flip_a_byte(data / "train-00000-of-00002.tfrecord")
+    with pytest.raises(
+        ManifestError, match=r"train-00000-of-00002.tfrecord is corrupt \(corrupted record at \d+\)"
+    ):
+        index(str(data))
+
+
+def test_records_that_are_not_examples_are_refused_by_index(data):
+    with tf.io.TFRecordWriter(str(data / "train-00001-of-00002.tfrecord")) as writer:
+        writer.write(b"not a tf.train.Example")
+    with pytest.raises(ManifestError, match="train-00001-of-00002.tfrecord does not hold records"):
+        index(str(data))
+
+
+def test_records_of_mixed_lengths_are_refused_by_index(data):
+    rows = [(np.zeros(NUM_FEATURES), 1), (np.zeros(3), 1)]
+    write_records(data / "train-00001-of-00002.tfrecord", rows)
+    with pytest.raises(ManifestError, match=r"holds features of different lengths \(3 and 20\)"):
+        index(str(data))
+
+
+def test_features_of_another_shape_are_refused_before_training(data):
+    write_records(data / "train-00001-of-00002.tfrecord", [(np.zeros(3), 1)] * 4)
+    index(str(data))
+    shape = rf"00002.tfrecord holds features of shape \[3\], the model takes \[{NUM_FEATURES}\]"
+    with pytest.raises(ManifestError, match=shape):
+        load_dir(data)
+
+
+@pytest.mark.parametrize("label", [NUM_CLASSES, -1])
+def test_a_label_outside_the_classes_is_refused_before_training(data, label):
+    write_records(data / "train-00001-of-00002.tfrecord", [(np.zeros(NUM_FEATURES), label)])
+    index(str(data))
+    with pytest.raises(
+        ManifestError,
+        match=rf"train-00001-of-00002.tfrecord has label {label}, outside 0..{NUM_CLASSES - 1}",
+    ):
+        load_dir(data)
+
+
+def test_a_file_changed_after_index_is_refused(data):
+    with open(data / "train-00000-of-00002.tfrecord", "ab") as handle:
+        handle.write(b"more")
+    changed = r"00000-of-00002.tfrecord has \d+ bytes, manifest.json says"
+    with pytest.raises(ManifestError, match=changed):
+        load_dir(data)
+
+
+def test_a_listed_file_that_is_gone_is_refused(data):
+    (data / "train-00001-of-00002.tfrecord").unlink()
+    gone = r"00001-of-00002.tfrecord is in manifest.json but missing"
+    with pytest.raises(ManifestError, match=gone):
+        load_dir(data)
+
+
+def test_a_shard_added_after_index_is_refused(data):
+    write_records(data / "train-00002-of-00002.tfrecord", [(np.zeros(NUM_FEATURES), 1)])
+    with pytest.raises(ManifestError, match=r"00002-of-00002.tfrecord is not in manifest.json"):
+        load_dir(data)
+
+
+def test_a_manifest_this_project_cannot_read_is_refused(data):
+    (data / "manifest.json").write_text('{"version": 1}')
+    with pytest.raises(ManifestError, match=r"manifest.json is not a manifest .* run `\S+ index"):
+        load_dir(data)
+
+
+def test_the_manifest_is_replaced_whole(data, monkeypatch):
+    before = (data / "manifest.json").read_text()
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.io.gfile, "rename", fail)
+    with pytest.raises(OSError):
+        index(str(data))
+    assert (data / "manifest.json").read_text() == before
+
+
+def test_the_first_corrupt_file_is_found(data):
+    files = sorted(str(path) for path in data.glob("train-*.tfrecord"))
+    assert first_corrupt_file(files) is None
+    flip_a_byte(data / "train-00001-of-00002.tfrecord")
+    assert first_corrupt_file(files, threads=1) == files[1]
+
