@@ -1,6 +1,6 @@
 """Speed of the generated training code on 2 logical CPU replicas.
 
-Bakes a project with both loops, then measures in one process (same machine,
+Bakes a project with both loops and TFRecord data, then measures (same machine,
 same moment, so ratios are meaningful even on a noisy shared machine):
   1. the custom engine: examples/s at the default --steps-per-call vs 1 step per call;
   2. the fit engine (the compiled model's train_step under the controller's step
@@ -8,13 +8,18 @@ same moment, so ratios are meaningful even on a noisy shared machine):
   3. one checkpoint save, in training steps, and its share of a run that saves
      every --checkpoint-every steps (the price of losing at most that many steps);
   4. the start of an epoch resumed at its last step vs at its first (the cost of
-     restoring the data position).
+     restoring the data position);
+  5. startup_20x_data: process start to the first training step with 20x the data
+     (same file count) over 1x: flat when planning reads the manifest, not the data;
+  6. input_vs_step: the input pipeline alone over the training step alone, in
+     examples/s (what the doctor's `input` check compares).
 Each contender runs an epoch as the controller runs it (the loss read once per call).
 
 Run: make bench   (or .venv/bin/python benchmarks/speed.py)
 """
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -29,7 +34,7 @@ REPEATS = 3
 def bake_and_install(workdir):
     subprocess.run(
         [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(workdir), str(ROOT),
-         "project_name=bench trainer", "training_loop=both"],
+         "project_name=bench trainer", "training_loop=both", "data_source=tfrecord"],
         check=True,
     )
     project = Path(workdir) / "bench-trainer"
@@ -39,6 +44,18 @@ def bake_and_install(workdir):
         check=True,
     )
     sys.path.insert(0, str(project / "src"))
+
+
+def seconds_to_first_step(data_dir, workdir, name):
+    """A fresh `train` process: its summary's seconds from start to the first step."""
+    summary = Path(workdir) / f"{name}.json"
+    subprocess.run(
+        [sys.executable, "-m", "bench_trainer", "train", "--cpu-replicas", "2",
+         "--epochs", "1", "--steps-per-epoch", "2", "--data-dir", str(data_dir),
+         "--model-dir", str(Path(workdir) / name), "--summary-json", str(summary)],
+        check=True, capture_output=True,
+    )
+    return json.loads(summary.read_text())["seconds_to_first_step"]
 
 
 def main():
@@ -51,16 +68,23 @@ def main():
     import keras
     import tensorflow as tf
     from bench_trainer.checkpointing import Checkpoints, Progress
+    from bench_trainer.checks import input_examples_per_second, step_examples_per_second
     from bench_trainer.config import TrainConfig
-    from bench_trainer.data import epoch_batches, synthetic_arrays, training_batches
+    from bench_trainer.data import make_data, plan_run, synthetic_arrays, training_input
     from bench_trainer.engine_custom import CustomEngine, build_training_state
     from bench_trainer.engine_fit import FitEngine, build_compiled_model
     from bench_trainer.model import build_model
 
-    config = TrainConfig(model_dir=str(workdir / "runs"))
+    small, large = workdir / "data-1x", workdir / "data-20x"
+    make_data(small, num_files=4, examples=4096)
+    make_data(large, num_files=4, examples=20 * 4096)
+    config = TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
     examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(16384, seed=0))
     steps = 16384 // global_batch
+
+    def global_batches():
+        return examples.batch(global_batch, drop_remainder=True)
 
     def custom_engine(steps_per_call):
         state = build_training_state(strategy, config)
@@ -72,8 +96,7 @@ def main():
     def engine_epoch(engine):
         """One epoch as the controller runs it: calls of steps_per_call steps, the
         loss read on the host after each call."""
-        batches = training_batches(examples, global_batch, seed=0)
-        iterator = iter(strategy.experimental_distribute_dataset(batches))
+        iterator = iter(strategy.experimental_distribute_dataset(global_batches()))
         done = 0
         while done < steps:
             count = min(engine.steps_per_call, steps - done)
@@ -82,7 +105,7 @@ def main():
             done += count
 
     def bare_fit_epoch(model):
-        model.fit(training_batches(examples, global_batch, seed=0), epochs=1, verbose=0)
+        model.fit(global_batches(), epochs=1, verbose=0)
 
     def rates(contenders):
         """Best examples/s of each (run, subject), timed in alternation so that
@@ -122,15 +145,25 @@ def main():
             progress.global_step.assign_add(1)
         return best
 
+    plan = plan_run(config, strategy)
+
     def first_batch_seconds(first_step):
         """Time to the first batch of an epoch resumed at `first_step` (best of 3)."""
         best = float("inf")
         for _ in range(REPEATS):
             start = time.perf_counter()
-            batches = epoch_batches(examples, global_batch, 0, 0, first_step, steps, False)
-            next(iter(strategy.experimental_distribute_dataset(batches)))
+            next(iter(training_input(strategy, plan, 0, 0, first_step)))
             best = min(best, time.perf_counter() - start)
         return best
+
+    def startup_seconds():
+        """Best seconds to the first step on 1x and on 20x the data, in alternation."""
+        best = {small: float("inf"), large: float("inf")}
+        for repeat in range(REPEATS):
+            for data_dir in (small, large):
+                seconds = seconds_to_first_step(data_dir, workdir, f"{data_dir.name}-{repeat}")
+                best[data_dir] = min(best[data_dir], seconds)
+        return best[small], best[large]
 
     grouped, single = rates(
         [(engine_epoch, custom_engine(config.steps_per_call)), (engine_epoch, custom_engine(1))]
@@ -141,7 +174,11 @@ def main():
     engine = custom_engine(config.steps_per_call)
     step_seconds = global_batch / grouped
     save_seconds = checkpoint_seconds(engine)
-    fresh, late = first_batch_seconds(0), first_batch_seconds(steps - 1)
+    pass_steps = plan.steps_per_epoch
+    fresh, late = first_batch_seconds(0), first_batch_seconds(pass_steps - 1)
+    input_rate = max(input_examples_per_second(strategy, config, plan) for _ in range(REPEATS))
+    step_rate = max(step_examples_per_second(strategy, config, plan) for _ in range(REPEATS))
+    startup_small, startup_large = startup_seconds()
     print(f"replicas: {strategy.num_replicas_in_sync}  global batch: {global_batch}")
     print(
         f"custom engine, {config.steps_per_call} steps/call: {grouped:,.0f} examples/s;"
@@ -158,9 +195,17 @@ def main():
         " of the run"
     )
     print(
-        f"resume at step {steps - 1} of {steps}: first batch after {late * 1000:.1f} ms vs"
-        f" {fresh * 1000:.1f} ms at step 0 ({late / fresh:.1f}x; skip() runs the input"
-        " pipeline over the skipped batches)"
+        f"resume at step {pass_steps - 1} of {pass_steps} (20x data, {20 * 4096} examples):"
+        f" first batch after {late * 1000:.1f} ms vs {fresh * 1000:.1f} ms at step 0"
+        f" ({late / fresh:.1f}x; skip() reads the skipped records, without parsing them)"
+    )
+    print(
+        f"startup_20x_data: first step {startup_large:.2f} s after start on 20x the data vs"
+        f" {startup_small:.2f} s on 1x (4 files each): ratio {startup_large / startup_small:.2f}"
+    )
+    print(
+        f"input_vs_step: input pipeline {input_rate:,.0f} examples/s, training step"
+        f" {step_rate:,.0f} examples/s: ratio {input_rate / step_rate:.2f}"
     )
 
 

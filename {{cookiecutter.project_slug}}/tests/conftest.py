@@ -38,9 +38,13 @@ from {{ cookiecutter.package_name }}.compat import is_distributed, replica_copie
 {%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402
+from {{ cookiecutter.package_name }}.data import make_data, synthetic_arrays  # noqa: E402
+from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.tfrecords import encode, shard_name, write_split  # noqa: E402
+{%- endif %}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -129,6 +133,18 @@ def data_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("data")
     make_data(path, num_files=2, examples=1024)
     return path
+
+
+def write_shards(path, counts):
+    """Training files holding the given numbers of records (and one eval file), indexed."""
+    features, labels = synthetic_arrays(sum(counts), seed=0)
+    ends = np.cumsum(counts)
+    for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
+        with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
+            for row, label in zip(features[start:end], labels[start:end], strict=True):
+                writer.write(encode(row, label))
+    write_split(path, "eval", *synthetic_arrays(10, seed=1), num_files=1)
+    index(str(path))
 {%- endif %}
 
 

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import LOOPS, REPLICAS, assert_same_weights, read_json
+from conftest import LOOPS, REPLICAS, assert_same_weights, read_json{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
 {% if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.data import make_data
 {%- endif %}
@@ -209,6 +209,32 @@ def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resu
     expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
     assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
     assert len(expected) == 1
+
+
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+@pytest.mark.parametrize(
+    "counts, per_replica, policy",
+    [([1024] * 4, 96, "FILE"), ([700, 200, 100], 64, "DATA")],
+    ids=["4-files-batch-96", "uneven-files"],
+)
+def test_two_workers_run_every_planned_step_on_awkward_shapes(
+    cli, tmp_path, counts, per_replica, policy
+):
+    """4 files of 1024 at per-replica batch 96 ran out of data at the last step
+    before (facts, section 11); files that cannot balance fall back to DATA."""
+    write_shards(tmp_path, counts)
+    summary_path = tmp_path / "summary.json"
+    flags = train_flags(tmp_path / "run", LOOPS[-1], "--epochs", "2", "--data-dir", str(tmp_path),
+                        "--summary-json", str(summary_path))
+    output = launched(cli, "train", *flags, "--per-replica-batch-size", str(per_replica))
+    assert f"input sharding across {WORKERS} workers: train {policy}" in output
+    summary = read_json(summary_path)
+    steps = sum(counts) // (per_replica * WORKERS)
+    assert (summary["steps_per_epoch"], summary["global_step"]) == (steps, 2 * steps)
+    assert len(set(dict(FINGERPRINT.findall(output)).values())) == 1
+{%- endif %}
 
 
 def test_two_workers_pass_the_doctor(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):

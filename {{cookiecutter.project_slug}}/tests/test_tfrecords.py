@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import write_shards
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
@@ -17,8 +18,7 @@ from {{ cookiecutter.package_name }}.data import (
     synthetic_arrays,
     worker_batches,
 )
-from {{ cookiecutter.package_name }}.manifest import index
-from {{ cookiecutter.package_name }}.tfrecords import encode, parse_batch, shard_name, write_split
+from {{ cookiecutter.package_name }}.tfrecords import parse_batch, shard_name, write_split
 
 
 def sources(path):
@@ -61,18 +61,6 @@ def test_files_are_shuffled_per_epoch(tmp_path):
     assert len(firsts) > 1
 
 
-def write_uneven(path, counts):
-    """Training files of the given record counts (and one eval file), indexed."""
-    features, labels = synthetic_arrays(sum(counts), seed=0)
-    ends = np.cumsum(counts)
-    for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
-        with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
-            for row, label in zip(features[start:end], labels[start:end], strict=True):
-                writer.write(encode(row, label))
-    write_split(path, "eval", *synthetic_arrays(10, seed=1), num_files=1)
-    index(str(path))
-
-
 @pytest.mark.parametrize(
     "counts, workers, per_replica, replicas, policy",
     [
@@ -87,7 +75,7 @@ def write_uneven(path, counts):
 def test_every_worker_has_its_steps_and_no_example_twice(
     tmp_path, counts, workers, per_replica, replicas, policy
 ):
-    write_uneven(tmp_path, counts)
+    write_shards(tmp_path, counts)
     global_batch = per_replica * replicas * workers
     plan = make_plan(*sources(tmp_path), global_batch, num_workers=workers)
     assert plan.shards.policy.name == policy
