@@ -169,6 +169,26 @@ def run_cli(*args, cwd=None, env=None, gpus=False):
     )
 
 
+def parsing_also(load_sources, transform):
+    """load_sources whose training source parses batches as transform(features, labels)."""
+
+    class Transformed:
+        def __init__(self, source):
+            self.source = source
+
+        def __getattr__(self, name):
+            return getattr(self.source, name)
+
+        def parse(self, records):
+            return transform(*self.source.parse(records))
+
+    def load(config):
+        train, evaluation = load_sources(config)
+        return Transformed(train), evaluation
+
+    return load
+
+
 def read_json(path):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)

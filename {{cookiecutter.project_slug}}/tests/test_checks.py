@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
-from conftest import REPLICAS
+from conftest import REPLICAS, parsing_also
 
 from {{ cookiecutter.package_name }} import checks, data
 {%- if cookiecutter.training_loop in ("custom", "both") %}, engine_custom{% endif %}
@@ -96,31 +96,15 @@ def test_doctor_passes_on_the_generated_code(config):
     assert f"on {REPLICAS} replicas vs one device" in details[sync]
 
 
-def slow_parsing(load_sources):
-    """load_sources whose training records take 20 ms a batch to parse."""
-
-    class Slow:
-        def __init__(self, source):
-            self.source = source
-
-        def __getattr__(self, name):
-            return getattr(self.source, name)
-
-        def parse(self, records):
-            pause = tf.py_function(lambda: time.sleep(0.02) or 0.0, [], tf.float32)
-            pause.set_shape([])
-            features, labels = self.source.parse(records)
-            return features + pause, labels
-
-    def load(config):
-        train, evaluation = load_sources(config)
-        return Slow(train), evaluation
-
-    return load
+def twenty_milliseconds_later(features, labels):
+    pause = tf.py_function(lambda: time.sleep(0.02) or 0.0, [], tf.float32)
+    pause.set_shape([])
+    return features + pause, labels
 
 
 def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monkeypatch):
-    monkeypatch.setattr(data, "load_sources", slow_parsing(data.load_sources))
+    slow = parsing_also(data.load_sources, twenty_milliseconds_later)  # per batch
+    monkeypatch.setattr(data, "load_sources", slow)
     report = doctor(config)
     assert report.passed  # slow, not wrong
     line = next(str(result) for result in report.results if result.name == "input")

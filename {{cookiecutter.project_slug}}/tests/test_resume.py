@@ -13,7 +13,7 @@ import threading
 
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, assert_same_weights, read_json
+from conftest import LOOPS, assert_same_weights, parsing_also, read_json
 
 from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError
@@ -147,27 +147,6 @@ def test_a_finished_run_restarted_has_nothing_left_to_train(one_device, sgd_conf
     assert again["resumed_from"] == {"epoch": 2, "step": 0}
 
 
-def poisoned(load_sources):
-    """load_sources whose training features parse as NaN from the first example on."""
-
-    class Poisoned:
-        def __init__(self, source):
-            self.source = source
-
-        def __getattr__(self, name):
-            return getattr(self.source, name)
-
-        def parse(self, records):
-            features, labels = self.source.parse(records)
-            return features * float("nan"), labels
-
-    def load(config):
-        train, evaluation = load_sources(config)
-        return Poisoned(train), evaluation
-
-    return load
-
-
 @pytest.mark.parametrize("loop", LOOPS)
 def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     one_device, sgd_config, monkeypatch, loop
@@ -176,7 +155,12 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     train(config, one_device)
     latest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
     assert latest
-    monkeypatch.setattr(data, "load_sources", poisoned(data.load_sources))
+    # Training features parse as NaN from the first example on.
+    def nan_features(features, labels):
+        return features * float("nan"), labels
+
+    poisoned = parsing_also(data.load_sources, nan_features)
+    monkeypatch.setattr(data, "load_sources", poisoned)
     config.epochs = 3
     stopped = r"^the training loss became nan in epoch 2 by step \d+ "
     with pytest.raises(TrainingError, match=stopped):
