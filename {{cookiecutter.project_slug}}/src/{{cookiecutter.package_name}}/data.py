@@ -1,6 +1,5 @@
 """Training and evaluation input: planned from record counts, read by each worker.
-
-{%- if cookiecutter.data_source == "tfrecord" %}
+{% if cookiecutter.data_source == "tfrecord" %}
 The data is TFRecord shards (format: tfrecords.py) listed in the data
 directory's manifest with their record counts (manifest.py). To train on your
 own data, write it in that format (or change tfrecords.py's spec and parser)
@@ -28,6 +27,7 @@ keeping every W-th record (DATA).
 """
 
 import dataclasses
+import heapq
 import logging
 
 import numpy as np
@@ -89,6 +89,7 @@ class ArraySource:
         return (len(self.labels),)
 
     def records(self, files, seed=None):
+        """The row indices (`files` is always the one "file"); with a seed, shuffled."""
         rows = tf.data.Dataset.range(len(self.labels))
         return rows if seed is None else rows.shuffle(len(self.labels), seed=seed)
 
@@ -207,12 +208,12 @@ def plan_shards(counts, num_workers, global_batch_size):
 def balanced_assignment(counts, num_workers):
     """Files to workers, largest first to the least loaded: shares as even as
     whole files allow."""
-    loads = [0] * num_workers
+    least_loaded = [(0, worker) for worker in range(num_workers)]  # a heap
     assigned = [[] for _ in range(num_workers)]
     for index in sorted(range(len(counts)), key=lambda i: (-counts[i], i)):
-        worker = min(range(num_workers), key=lambda w: (loads[w], w))
+        load, worker = heapq.heappop(least_loaded)
         assigned[worker].append(index)
-        loads[worker] += counts[index]
+        heapq.heappush(least_loaded, (load + counts[index], worker))
     return tuple(tuple(sorted(files)) for files in assigned)
 
 
