@@ -70,7 +70,7 @@ def main():
     from bench_trainer.checkpointing import Checkpoints, Progress
     from bench_trainer.checks import input_examples_per_second, step_examples_per_second
     from bench_trainer.config import TrainConfig
-    from bench_trainer.data import make_data, plan_run, synthetic_arrays, training_input
+    from bench_trainer.data import make_data, plan_run, synthetic_examples, training_input
     from bench_trainer.engine_custom import CustomEngine, build_training_state
     from bench_trainer.engine_fit import FitEngine, build_compiled_model
     from bench_trainer.model import build_model
@@ -80,7 +80,7 @@ def main():
     make_data(large, num_files=4, examples=20 * 4096)
     config = TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(16384, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(16384, seed=0))
     steps = 16384 // global_batch
 
     def global_batches():

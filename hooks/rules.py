@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 CHOICES = {
+    "task": ("tabular", "image"),
     "training_loop": ("fit", "custom", "both"),
     "distribution": ("mirrored", "multi_worker"),
     "keras_package": ("keras3", "tf_keras"),
@@ -26,6 +27,7 @@ CHOICES = {
 
 # Options whose values change the generated code (the rest change files only).
 CODE_OPTIONS = (
+    "task",
     "training_loop",
     "distribution",
     "keras_package",
@@ -251,6 +253,7 @@ CONDITIONAL_FILES = {
     "tests/test_cluster.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/launch.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_launch.py": lambda o: o["distribution"] == "multi_worker",
+    "src/PKG/images.py": lambda o: o["task"] == "image",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",

@@ -99,9 +99,23 @@ def test_doctor_passes_on_the_generated_code(config):
 def twenty_milliseconds_later(features, labels):
     pause = tf.py_function(lambda: time.sleep(0.02) or 0.0, [], tf.float32)
     pause.set_shape([])
-    return features + pause, labels
+    return features + tf.cast(pause, features.dtype), labels
 
 
+{% if cookiecutter.task == "image" -%}
+def unsynchronized_batch_norm():
+    return keras.layers.BatchNormalization(synchronized=False)
+
+
+def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monkeypatch):
+    monkeypatch.setattr("{{ cookiecutter.package_name }}.model.batch_norm", unsynchronized_batch_norm)
+    failed = failures(doctor(config))
+    sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
+    assert "statistics over each replica's share of the batch" in failed[sync]
+    assert "build them with BatchNormalization(synchronized=True)" in failed[sync]
+
+
+{% endif -%}
 def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monkeypatch):
     slow = parsing_also(data.load_sources, twenty_milliseconds_later)  # per batch
     monkeypatch.setattr(data, "load_sources", slow)

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 from conftest import assert_in_sync, assert_same_weights, is_distributed{% if cookiecutter.mixed_precision == "yes" %}, load_weights{% endif %}
 
-from {{ cookiecutter.package_name }}.data import synthetic_arrays
+from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.engine_custom import build_training_state, make_train_function
 from {{ cookiecutter.package_name }}.training import train
 {%- if cookiecutter.training_loop == "both" %}
@@ -39,7 +39,7 @@ def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     config = sgd_config("sync", 16, optimizer="adam")
     state = build_training_state(two_replicas, config)
     train_steps = make_train_function(two_replicas, state, global_batch_size=32)
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(256, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches))
     assert np.isfinite(float(train_steps(iterator, tf.constant(4))))

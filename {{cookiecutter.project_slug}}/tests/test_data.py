@@ -10,14 +10,21 @@ from {{ cookiecutter.package_name }}.data import (
     DataError,
     evaluation_batches,
     make_plan,
-    synthetic_arrays,
+    synthetic_examples,
     training_input,
     worker_batches,
 )
 
 
-def source(count):
-    return ArraySource(*synthetic_arrays(count, seed=0))
+class RowIndices(ArraySource):
+    """Parses each record as its row index: the data order, without the examples."""
+
+    def parse(self, rows, *keys):
+        return rows, rows
+
+
+def source(count, kind=RowIndices):
+    return kind(*synthetic_examples(count, seed=0))
 
 
 def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None):
@@ -27,8 +34,8 @@ def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None):
 
 
 def rows(batches):
-    """Each batch as the list of its examples' first feature (identifies a row)."""
-    return [np.round(features[:, 0].numpy(), 6).tolist() for features, _ in batches]
+    """Each batch as the list of its examples' row indices."""
+    return [indices.numpy().tolist() for indices, _ in batches]
 
 
 def test_fewer_examples_than_one_global_batch_is_refused():
@@ -38,7 +45,7 @@ def test_fewer_examples_than_one_global_batch_is_refused():
 
 def test_an_empty_evaluation_set_is_refused():
     with pytest.raises(DataError, match=r"^the evaluation data is empty - give it"):
-        plan_for(64, 32, evaluation=ArraySource(*synthetic_arrays(0, seed=1)))
+        plan_for(64, 32, evaluation=ArraySource(*synthetic_examples(0, seed=1)))
 
 
 def test_one_pass_is_every_full_global_batch_once():
@@ -62,7 +69,7 @@ def test_two_replicas_together_see_the_one_device_batches(two_replicas):
     plan = plan_for(128, 32)
     together = [
         sorted(row for part in two_replicas.experimental_local_results(features)
-               for row in np.round(part[:, 0].numpy(), 6).tolist())
+               for row in part.numpy().tolist())
         for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
     ]
     alone = [sorted(batch) for batch in rows(worker_batches(plan, seed=3, epoch=1, first_step=0))]
@@ -100,16 +107,46 @@ def test_steps_per_epoch_continues_the_stream_across_epochs():
 
 
 def test_evaluation_batches_keep_their_order_and_the_short_last_batch():
-    features, _ = synthetic_arrays(70, seed=0)
     plan = plan_for(64, 32, evaluation=source(70))
-    batches = list(evaluation_batches(plan))
-    assert [len(f) for f, _ in batches] == [32, 32, 6]
-    np.testing.assert_array_equal(batches[0][0].numpy(), features[:32])
+    assert rows(evaluation_batches(plan)) == [
+        list(range(32)), list(range(32, 64)), list(range(64, 70))
+    ]
+{%- if cookiecutter.task == "image" %}
+
+
+def test_augmentation_is_the_same_on_any_number_of_replicas_and_after_a_resume(two_replicas):
+    """Each example's crop and flip come from (seed, pass, position): not from the
+    replica that reads it, nor from where the run started."""
+    plan = make_plan(source(256, ArraySource), source(8, ArraySource), 64)
+
+    def step_images(batches):
+        return [sorted(image.tobytes() for image in features.numpy()) for features, _ in batches]
+
+    alone = step_images(worker_batches(plan, seed=3, epoch=1, first_step=0))
+    assert step_images(worker_batches(plan, seed=3, epoch=1, first_step=2)) == alone[2:]
+    together = [
+        sorted(image.tobytes() for part in two_replicas.experimental_local_results(features)
+               for image in part.numpy())
+        for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
+    ]
+    assert together == alone
+    # Another pass, other crops of the same images.
+    assert step_images(worker_batches(plan, seed=3, epoch=2, first_step=0)) != alone
+
+
+def test_evaluation_images_are_central_crops_without_randomness():
+    plan = make_plan(source(64, ArraySource), source(40, ArraySource), 32)
+    first = [features.numpy() for features, _ in evaluation_batches(plan)]
+    again = [features.numpy() for features, _ in evaluation_batches(plan)]
+    assert [len(batch) for batch in first] == [32, 8]
+    for left, right in zip(first, again, strict=True):
+        np.testing.assert_array_equal(left, right)
+{%- endif %}
 
 
 def test_synthetic_task_is_fixed_and_uses_every_class():
-    features, labels = synthetic_arrays(2000, seed=0)
-    again_features, again_labels = synthetic_arrays(2000, seed=0)
+    features, labels = synthetic_examples(2000, seed=0)
+    again_features, again_labels = synthetic_examples(2000, seed=0)
     np.testing.assert_array_equal(features, again_features)
     np.testing.assert_array_equal(labels, again_labels)
     counts = np.bincount(labels, minlength=NUM_CLASSES)

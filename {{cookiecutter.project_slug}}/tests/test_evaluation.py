@@ -7,7 +7,7 @@ from {{ cookiecutter.package_name }}.data import (
     ArraySource,
     evaluation_batches,
     make_plan,
-    synthetic_arrays,
+    synthetic_examples,
 )
 from {{ cookiecutter.package_name }}.evaluation import evaluate
 from {{ cookiecutter.package_name }}.model import build_model, per_example_loss
@@ -22,7 +22,7 @@ def batches_of(source, global_batch_size):
 
 
 def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):
-    features, labels = synthetic_arrays(EXAMPLES, seed=3)
+    features, labels = synthetic_examples(EXAMPLES, seed=3)
     examples = ArraySource(features, labels)
     with two_replicas.scope():
         model = build_model()
@@ -31,7 +31,9 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
     reference.set_weights(model.get_weights())
     distributed = evaluate(two_replicas, model, batches_of(examples, 64))
     whole_set = evaluate(one_device, reference, batches_of(examples, EXAMPLES))
-    logits = reference(features, training=False)
+    # What the model sees: the examples as evaluation prepares them.
+    inputs = np.concatenate([batch.numpy() for batch, _ in batches_of(examples, EXAMPLES)])
+    logits = reference(inputs, training=False)
     expected_loss = float(np.mean(per_example_loss(labels, logits).numpy().astype("float64")))
     expected_accuracy = float(np.mean(np.argmax(logits, axis=-1) == labels))
     for loss, accuracy in (distributed, whole_set):
@@ -42,6 +44,6 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
 
 
 def test_evaluation_batches_keep_the_short_last_batch():
-    examples = ArraySource(*synthetic_arrays(EXAMPLES, seed=3))
+    examples = ArraySource(*synthetic_examples(EXAMPLES, seed=3))
     sizes = [int(batch.shape[0]) for batch, _ in batches_of(examples, 64)]
     assert sizes == [64, 64, 1]

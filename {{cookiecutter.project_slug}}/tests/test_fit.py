@@ -10,7 +10,7 @@ from conftest import assert_in_sync, assert_same_weights, is_distributed{% if co
 {% if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.compat import keras
 {%- endif %}
-from {{ cookiecutter.package_name }}.data import synthetic_arrays
+from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.model import build_model
@@ -26,7 +26,7 @@ LOOP = {}
 
 
 def batches(count, global_batch_size):
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_arrays(count, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(count, seed=0))
     return examples.batch(global_batch_size, drop_remainder=True)
 
 

@@ -35,7 +35,11 @@ def train_flags(model_dir, loop, *extra):
     flags = [
         "--model-dir", str(model_dir),
         "--optimizer", "sgd",
+{%- if cookiecutter.task == "image" %}
+        "--learning-rate", "0.01",  # as conftest.sgd_config (batch normalization)
+{%- else %}
         "--learning-rate", "0.05",
+{%- endif %}
         "--per-replica-batch-size", "64",
 {%- if cookiecutter.mixed_precision == "yes" %}
         "--no-mixed-precision",
@@ -61,6 +65,9 @@ def test_two_workers_train_like_two_replicas_in_one_process(
     summary_path = tmp_path / "summary.json"
     output = launched(
         cli, "train", *train_flags(tmp_path / "workers", loop, "--epochs", "2",
+{%- if cookiecutter.task == "image" %}
+                                   "--steps-per-epoch", "2",
+{%- endif %}
                                    "--summary-json", str(summary_path), *data)
     )
     summary = read_json(summary_path)
@@ -280,7 +287,7 @@ FIT_ON_WORKERS = """
 import keras
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.data import synthetic_arrays
+from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.model import build_model
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -289,7 +296,7 @@ with strategy.scope():
     model.compile(
         optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     )
-data = tf.data.Dataset.from_tensor_slices(synthetic_arrays(256, seed=0))
+data = tf.data.Dataset.from_tensor_slices(synthetic_examples(256, seed=0))
 data = data.batch(64, drop_remainder=True)
 model.fit(data, epochs=1, verbose=0)
 """

@@ -7,13 +7,36 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+{% if cookiecutter.task == "image" -%}
+from {{ cookiecutter.package_name }}.data import NUM_CLASSES, make_data
+from {{ cookiecutter.package_name }}.images import IMAGE_SIZE
+{% else -%}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES, make_data
+{% endif -%}
 from {{ cookiecutter.package_name }}.manifest import ManifestError, first_corrupt_file, index, load
 from {{ cookiecutter.package_name }}.tfrecords import encode, write_split
+
+{% if cookiecutter.task == "image" -%}
+SHAPE = (IMAGE_SIZE, IMAGE_SIZE, 3)
+
+
+def load_dir(path, label_offset=0):
+    return load(str(path), NUM_CLASSES, label_offset)
+
+
+def example(label=1):
+    return np.zeros(SHAPE, "uint8"), label
+{% else -%}
+SHAPE = (NUM_FEATURES,)
 
 
 def load_dir(path):
     return load(str(path), NUM_FEATURES, NUM_CLASSES)
+
+
+def example(label=1, width=NUM_FEATURES):
+    return np.zeros(width, "float32"), label
+{%- endif %}
 
 
 def flip_a_byte(path):
@@ -46,7 +69,7 @@ def test_make_data_writes_a_manifest_of_every_shard(data):
     first = train["files"][0]
     assert first["records"] == 20
     assert first["bytes"] == (data / first["file"]).stat().st_size
-    assert first["feature_shape"] == [NUM_FEATURES]
+    assert first["feature_shape"] == list(SHAPE)
     assert 0 <= first["label_min"] <= first["label_max"] < NUM_CLASSES
     assert written["splits"]["eval"]["records"] == 10
 
@@ -68,8 +91,9 @@ def test_existing_shards_need_index_first(tmp_path):
     assert [shard.records for shard in load_dir(tmp_path)["eval"]] == [5]
 
 
-def np_examples(count, label=1, width=NUM_FEATURES):
-    return np.ones((count, width), "float32"), np.full(count, label)
+def np_examples(count, label=1):
+    features, _ = example(label)
+    return np.stack([features] * count), np.full(count, label)
 
 
 def test_missing_data_directory_is_refused(tmp_path):
@@ -103,24 +127,65 @@ def test_records_that_are_not_examples_are_refused_by_index(data):
         index(str(data))
 
 
+{%- if cookiecutter.task == "tabular" %}
+
+
 def test_records_of_mixed_lengths_are_refused_by_index(data):
-    rows = [(np.zeros(NUM_FEATURES), 1), (np.zeros(3), 1)]
+    rows = [example(), example(width=3)]
     write_records(data / "train-00001-of-00002.tfrecord", rows)
     with pytest.raises(ManifestError, match=r"holds features of different lengths \(3 and 20\)"):
         index(str(data))
 
 
 def test_features_of_another_shape_are_refused_before_training(data):
-    write_records(data / "train-00001-of-00002.tfrecord", [(np.zeros(3), 1)] * 4)
+    write_records(data / "train-00001-of-00002.tfrecord", [example(width=3)] * 4)
     index(str(data))
     shape = rf"00002.tfrecord holds features of shape \[3\], the model takes \[{NUM_FEATURES}\]"
     with pytest.raises(ManifestError, match=shape):
         load_dir(data)
 
 
+{%- else %}
+
+
+def test_records_that_are_not_jpeg_images_are_refused_by_index(data):
+    record = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png?"])),
+                "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[1])),
+            }
+        )
+    )
+    with tf.io.TFRecordWriter(str(data / "train-00001-of-00002.tfrecord")) as writer:
+        writer.write(record.SerializeToString())
+    with pytest.raises(ManifestError, match="train-00001-of-00002.tfrecord does not hold records"):
+        index(str(data))
+
+
+def test_images_of_any_size_are_indexed_with_the_smallest(data):
+    write_records(
+        data / "train-00001-of-00002.tfrecord",
+        [(np.zeros((48, 40, 3), "uint8"), 1), (np.zeros((36, 64, 3), "uint8"), 2)],
+    )
+    splits = index(str(data))
+    assert splits["train"][1].feature_shape == (36, 40, 3)
+
+
+def test_1_based_labels_need_a_label_offset(data):
+    write_records(data / "train-00001-of-00002.tfrecord", [example(NUM_CLASSES)])
+    index(str(data))
+    with pytest.raises(ManifestError, match=r"--label-offset 0\) - fix the labels, --label-offset"):
+        load_dir(data)
+    zero = r"train-00000-of-00002.tfrecord has label 0, outside 1"
+    with pytest.raises(ManifestError, match=zero):
+        load_dir(data, label_offset=1)  # make-data's labels start at 0
+{%- endif %}
+
+
 @pytest.mark.parametrize("label", [NUM_CLASSES, -1])
 def test_a_label_outside_the_classes_is_refused_before_training(data, label):
-    write_records(data / "train-00001-of-00002.tfrecord", [(np.zeros(NUM_FEATURES), label)])
+    write_records(data / "train-00001-of-00002.tfrecord", [example(label)])
     index(str(data))
     with pytest.raises(
         ManifestError,
@@ -145,7 +210,7 @@ def test_a_listed_file_that_is_gone_is_refused(data):
 
 
 def test_a_shard_added_after_index_is_refused(data):
-    write_records(data / "train-00002-of-00002.tfrecord", [(np.zeros(NUM_FEATURES), 1)])
+    write_records(data / "train-00002-of-00002.tfrecord", [example()])
     with pytest.raises(ManifestError, match=r"00002-of-00002.tfrecord is not in manifest.json"):
         load_dir(data)
 

@@ -52,7 +52,7 @@ def test_train_refuses_bad_input_in_one_line(cli, tmp_path, flags, message{% if 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     model_dir = tmp_path / "untouched"
-    values = dict(file=blocker, examples={% if cookiecutter.data_source == "tfrecord" %}1024{% else %}4096{% endif %}, batch=65536 * {% if cookiecutter.distribution == "mirrored" %}2{% else %}1{% endif %})
+    values = dict(file=blocker, examples={% if cookiecutter.data_source == "tfrecord" %}1024{% elif cookiecutter.task == "image" %}2048{% else %}4096{% endif %}, batch=65536 * {% if cookiecutter.distribution == "mirrored" %}2{% else %}1{% endif %})
     flags = [flag.format(**values) for flag in flags]
     if "--model-dir" not in flags:
         flags += ["--model-dir", str(model_dir)]

@@ -13,10 +13,9 @@ import threading
 
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, assert_same_weights, parsing_also, read_json
+from conftest import LOOPS, assert_same_weights, read_json
 
-from {{ cookiecutter.package_name }} import data
-from {{ cookiecutter.package_name }}.checkpointing import CheckpointError
+from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import TrainingError
 from {{ cookiecutter.package_name }}.training import train
@@ -147,6 +146,19 @@ def test_a_finished_run_restarted_has_nothing_left_to_train(one_device, sgd_conf
     assert again["resumed_from"] == {"epoch": 2, "step": 0}
 
 
+def restoring_nan_weights(restore):
+    """Checkpoints.restore, then every trainable weight NaN (as in a run that
+    diverged): the next step's loss is NaN."""
+
+    def restore_then_poison(self):
+        position = restore(self)
+        for variable in self.checkpoint.model.trainable_variables:
+            variable.assign(tf.fill(variable.shape, float("nan")))
+        return position
+
+    return restore_then_poison
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     one_device, sgd_config, monkeypatch, loop
@@ -155,12 +167,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     train(config, one_device)
     latest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
     assert latest
-    # Training features parse as NaN from the first example on.
-    def nan_features(features, labels):
-        return features * float("nan"), labels
-
-    poisoned = parsing_also(data.load_sources, nan_features)
-    monkeypatch.setattr(data, "load_sources", poisoned)
+    monkeypatch.setattr(Checkpoints, "restore", restoring_nan_weights(Checkpoints.restore))
     config.epochs = 3
     stopped = r"^the training loss became nan in epoch 2 by step \d+ "
     with pytest.raises(TrainingError, match=stopped):

@@ -1,6 +1,8 @@
 """TFRecord input: written by make-data, read by each worker from its own files
 (FILE) or all of them (DATA), and never short of a step."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,26 +10,80 @@ from conftest import write_shards
 
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
+{%- if cookiecutter.task == "tabular" %}
     NUM_FEATURES,
+{%- endif %}
     DataError,
+    RecordSource,
     evaluation_batches,
     evaluation_policy,
     load_sources,
     make_data,
     make_plan,
-    synthetic_arrays,
+    synthetic_examples,
     worker_batches,
 )
 from {{ cookiecutter.package_name }}.tfrecords import parse_batch, shard_name, write_split
+
+
+class SerializedRecords(RecordSource):
+    """Parses each record as its serialized bytes (which identify it)."""
+
+    def parse(self, records, *keys):
+        return records, records
 
 
 def sources(path):
     return load_sources(TrainConfig(data_dir=str(path)))
 
 
+def record_sources(path):
+    return [SerializedRecords(**dataclasses.asdict(source)) for source in sources(path)]
+
+
 def examples_of(batches):
-    """Each example of `batches`, as the bytes of its features (which identify it)."""
-    return [row.tobytes() for features, _ in batches for row in features.numpy()]
+    """Each example of `batches` (of SerializedRecords), as its serialized bytes."""
+    return [record for records, _ in batches for record in records.numpy()]
+{%- if cookiecutter.task == "image" %}
+
+
+def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
+    make_data(tmp_path, num_files=3, examples=90, seed=5)
+    train, evaluation = sources(tmp_path)
+    assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
+    plan = make_plan(*record_sources(tmp_path), global_batch_size=30)
+    encoded, labels = parse_batch(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
+    expected_images, expected_labels = synthetic_examples(90, seed=5)
+    originals = expected_images.reshape(90, -1).astype("float32")
+    nearest = []
+    for image in encoded:
+        decoded = tf.io.decode_jpeg(image, channels=3).numpy().reshape(1, -1).astype("float32")
+        distances = np.abs(originals - decoded).mean(axis=1)
+        assert distances.min() < 8, "JPEG at quality 95 is close to its original"
+        nearest.append(int(distances.argmin()))
+    assert sorted(nearest) == list(range(90))
+    np.testing.assert_array_equal(labels.numpy(), expected_labels[nearest])
+
+
+def test_parse_batch_parses_a_batch_of_records(tmp_path):
+    write_split(tmp_path, "train", *synthetic_examples(6, seed=0), num_files=1)
+    path = tmp_path / shard_name("train", 0, 1)
+    records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
+    encoded, labels = parse_batch(records)
+    assert encoded.shape == (6,) and labels.dtype == tf.int64
+    assert tf.io.decode_jpeg(encoded[0]).shape == (32, 32, 3)
+
+
+def test_a_label_offset_maps_1_based_labels_to_classes(tmp_path):
+    make_data(tmp_path, num_files=1, examples=40)
+    train, evaluation = sources(tmp_path)
+    shifted = dataclasses.replace(evaluation, label_offset=1)
+    plan = make_plan(train, evaluation, 8)
+    labels = np.concatenate([y.numpy() for _, y in evaluation_batches(plan)])
+    plan = make_plan(train, shifted, 8)
+    shifted_labels = np.concatenate([y.numpy() for _, y in evaluation_batches(plan)])
+    np.testing.assert_array_equal(shifted_labels, labels - 1)
+{%- else %}
 
 
 def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
@@ -38,25 +94,25 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     batches = [(f.numpy(), y.numpy()) for f, y in worker_batches(plan, 0, 0, 0)]
     features, labels = zip(*batches, strict=True)
     features, labels = np.concatenate(features), np.concatenate(labels)
-    expected_features, expected_labels = synthetic_arrays(90, seed=5)
+    expected_features, expected_labels = synthetic_examples(90, seed=5)
     order, expected_order = np.lexsort(features.T), np.lexsort(expected_features.T)
     np.testing.assert_array_equal(features[order], expected_features[expected_order])
     np.testing.assert_array_equal(labels[order], expected_labels[expected_order])
 
 
 def test_parse_batch_parses_a_batch_of_records(tmp_path):
-    write_split(tmp_path, "train", *synthetic_arrays(6, seed=0), num_files=1)
+    write_split(tmp_path, "train", *synthetic_examples(6, seed=0), num_files=1)
     path = tmp_path / shard_name("train", 0, 1)
     records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
     features, labels = parse_batch(records, NUM_FEATURES)
     assert features.shape == (6, NUM_FEATURES) and labels.dtype == tf.int32
+{%- endif %}
 
 
 def test_files_are_shuffled_per_epoch(tmp_path):
     """Pass p starts with a file chosen by seed + p, not always the first file."""
     make_data(tmp_path, num_files=8, examples=8 * 64)
-    train, evaluation = sources(tmp_path)
-    plan = make_plan(train, evaluation, global_batch_size=64)
+    plan = make_plan(*record_sources(tmp_path), global_batch_size=64)
     firsts = {examples_of(worker_batches(plan, 0, epoch, 0))[0] for epoch in range(6)}
     assert len(firsts) > 1
 
@@ -77,7 +133,7 @@ def test_every_worker_has_its_steps_and_no_example_twice(
 ):
     write_shards(tmp_path, counts)
     global_batch = per_replica * replicas * workers
-    plan = make_plan(*sources(tmp_path), global_batch, num_workers=workers)
+    plan = make_plan(*record_sources(tmp_path), global_batch, num_workers=workers)
     assert plan.shards.policy.name == policy
     seen = []
     for worker in range(workers):

@@ -71,6 +71,11 @@ def add_config_flags(parser):
 {%- if cookiecutter.data_source == "tfrecord" %}
     parser.add_argument("--data-dir", help="directory of train-*.tfrecord and eval-*.tfrecord")
 {%- endif %}
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+    parser.add_argument(
+        "--label-offset", type=int, help="subtracted from stored labels: 1 for 1-based labels"
+    )
+{%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
     parser.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
 {%- endif %}

@@ -45,6 +45,10 @@ class TrainConfig:
 {%- if cookiecutter.data_source == "tfrecord" %}
     data_dir: str = "data"
 {%- endif %}
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+    # Subtracted from the stored labels: 1 for 1-based labels (ImageNet conversions).
+    label_offset: int = 0
+{%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
     loop: str = "fit"
 {%- endif %}
@@ -62,6 +66,13 @@ class TrainConfig:
             _check_type(field.name, value, expected)
             if field.name in POSITIVE_FIELDS and value < 1:
                 raise ConfigError(f"{field.name}={value} must be at least 1 - use 1 or more")
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+        if self.label_offset < 0:
+            raise ConfigError(
+                f"label_offset={self.label_offset} must not be negative - use 0, or 1 for"
+                " 1-based labels"
+            )
+{%- endif %}
         if not self.learning_rate > 0:
             raise ConfigError(
                 f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"

@@ -6,9 +6,14 @@ own data, write it in that format (or change tfrecords.py's spec and parser)
 and run `index`. Planning reads the manifest, never the data, so start-up does
 not grow with the data set.
 {%- else %}
-The data is a seeded in-memory task (synthetic_arrays). To train on your own
+The data is a seeded in-memory task (synthetic_examples). To train on your own
 arrays, return them from `load_sources`; for data that does not fit in memory,
 bake the project with data_source=tfrecord.
+{%- endif %}
+{%- if cookiecutter.task == "image" %}
+Images are decoded, cropped and flipped per example (images.py), each with a
+key of its own drawn from (seed, pass, position), so augmentation is part of
+that pure function.
 {%- endif %}
 
 The training order is a pure function of (seed, epoch, step). The data is read
@@ -34,17 +39,38 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, manifest, tfrecords{% endif %}
+{%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.images import (
+    IMAGE_SIZE,
+    each_image,
+    evaluation_image,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    evaluation_image_from_jpeg,
+{%- endif %}
+    training_image,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    training_image_from_jpeg,
+{%- endif %}
+)
+{%- endif %}
 from {{ cookiecutter.package_name }}.strategy import global_batch_size, worker_count
 
 log = logging.getLogger(__name__)
 
+{%- if cookiecutter.task == "tabular" %}
 NUM_FEATURES = 20
+{%- endif %}
 NUM_CLASSES = 4
 # The synthetic task is fixed (its own seed); --seed changes shuffling and init.
 TASK_SEED = 1234
 {%- if cookiecutter.data_source == "synthetic" %}
+{%- if cookiecutter.task == "image" %}
+TRAIN_EXAMPLES = 2048
+EVAL_EXAMPLES = 512
+{%- else %}
 TRAIN_EXAMPLES = 4096
 EVAL_EXAMPLES = 1024
+{%- endif %}
 {%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
 # Files read at once by each worker's pipeline.
@@ -62,7 +88,31 @@ class DataError(TrainerError):
     pass
 
 
-def synthetic_arrays(num_examples, seed):
+{%- if cookiecutter.task == "image" %}
+def synthetic_examples(num_examples, seed):
+    """Seeded IMAGE_SIZE x IMAGE_SIZE uint8 images of 4 classes a small CNN tells
+    apart well above chance (25%): horizontal stripes, vertical stripes, a
+    checkerboard, and noise alone, each with a random colour, period and phase
+    (crops and flips keep the class). `seed` picks the images; the task is fixed."""
+    rng = np.random.default_rng([TASK_SEED, seed])
+    labels = rng.integers(0, NUM_CLASSES, num_examples)
+    rows, columns = np.mgrid[0:IMAGE_SIZE, 0:IMAGE_SIZE]
+    periods = rng.uniform(4, 10, num_examples)[:, None, None]
+    phases = rng.uniform(0, 2 * np.pi, num_examples)[:, None, None]
+    horizontal = np.sin(2 * np.pi * rows / periods + phases)
+    vertical = np.sin(2 * np.pi * columns / periods + phases)
+    classes = labels[:, None, None]
+    patterns = np.select(
+        [classes == 0, classes == 1, classes == 2],
+        [horizontal, vertical, np.sign(horizontal * vertical)],
+        0.0,
+    )
+    colours = rng.uniform(0.3, 1.0, (num_examples, 1, 1, 3))
+    noise = rng.normal(0, 0.35, (num_examples, IMAGE_SIZE, IMAGE_SIZE, 3))
+    images = 127.5 + 100 * (patterns[..., None] * colours + noise)
+    return np.clip(images, 0, 255).astype("uint8"), labels.astype("int32")
+{%- else %}
+def synthetic_examples(num_examples, seed):
     """A seeded classification task a small MLP learns well above chance (25%).
 
     Labels come from a fixed random two-layer teacher network, so the task is
@@ -74,6 +124,7 @@ def synthetic_arrays(num_examples, seed):
     features = np.random.default_rng(seed).normal(size=(num_examples, NUM_FEATURES))
     labels = np.argmax(np.tanh(features @ hidden_weights) @ output_weights, axis=1)
     return features.astype("float32"), labels.astype("int32")
+{%- endif %}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -93,8 +144,19 @@ class ArraySource:
         rows = tf.data.Dataset.range(len(self.labels))
         return rows if seed is None else rows.shuffle(len(self.labels), seed=seed)
 
+{%- if cookiecutter.task == "image" %}
+
+    def parse(self, rows, keys=None):
+        """Training (with the examples' keys): random crops and flips; else central crops."""
+        images, labels = tf.gather(self.features, rows), tf.gather(self.labels, rows)
+        if keys is None:
+            return each_image(evaluation_image, images), labels
+        return each_image(training_image, images, keys), labels
+{%- else %}
+
     def parse(self, rows):
         return tf.gather(self.features, rows), tf.gather(self.labels, rows)
+{%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -105,6 +167,10 @@ class RecordSource:
     files: tuple[str, ...]
     counts: tuple[int, ...]
     bytes: int
+{%- if cookiecutter.task == "image" %}
+    # Subtracted from every stored label (1 for 1-based labels).
+    label_offset: int = 0
+{%- endif %}
 
     def records(self, files, seed=None):
         """The records of `files` (indices); with a seed, files and records shuffled."""
@@ -126,8 +192,21 @@ class RecordSource:
         record_bytes = max(self.bytes // max(sum(self.counts), 1), 1)
         return max(1, min(SHUFFLE_RECORDS, SHUFFLE_BYTES // record_bytes))
 
+{%- if cookiecutter.task == "image" %}
+
+    def parse(self, records, keys=None):
+        """Training (with the examples' keys): random crops and flips, decoding only
+        the crop; else central crops."""
+        encoded, labels = tfrecords.parse_batch(records)
+        labels = tf.cast(labels - self.label_offset, tf.int32)
+        if keys is None:
+            return each_image(evaluation_image_from_jpeg, encoded), labels
+        return each_image(training_image_from_jpeg, encoded, keys), labels
+{%- else %}
+
     def parse(self, records):
         return tfrecords.parse_batch(records, NUM_FEATURES)
+{%- endif %}
 
 
 def make_data(output_dir, num_files, examples, seed=0):
@@ -138,9 +217,9 @@ def make_data(output_dir, num_files, examples, seed=0):
             " and one example per file - raise --examples or lower --num-files"
         )
     tf.io.gfile.makedirs(str(output_dir))
-    tfrecords.write_split(output_dir, "train", *synthetic_arrays(examples, seed), num_files)
+    tfrecords.write_split(output_dir, "train", *synthetic_examples(examples, seed), num_files)
     eval_count = max(examples // 4, 1)
-    tfrecords.write_split(output_dir, "eval", *synthetic_arrays(eval_count, seed + 1), 1)
+    tfrecords.write_split(output_dir, "eval", *synthetic_examples(eval_count, seed + 1), 1)
     manifest.index(str(output_dir))
     log.info("wrote %d train and %d eval examples to %s", examples, eval_count, output_dir)
 {%- endif %}
@@ -151,16 +230,23 @@ def load_sources(config):
 {%- if cookiecutter.data_source == "synthetic" %}
     del config  # the synthetic task takes no settings
     return (
-        ArraySource(*synthetic_arrays(TRAIN_EXAMPLES, seed=0)),
-        ArraySource(*synthetic_arrays(EVAL_EXAMPLES, seed=1)),
+        ArraySource(*synthetic_examples(TRAIN_EXAMPLES, seed=0)),
+        ArraySource(*synthetic_examples(EVAL_EXAMPLES, seed=1)),
     )
 {%- else %}
+{%- if cookiecutter.task == "image" %}
+    splits = manifest.load(config.data_dir, NUM_CLASSES, config.label_offset)
+{%- else %}
     splits = manifest.load(config.data_dir, NUM_FEATURES, NUM_CLASSES)
+{%- endif %}
     return tuple(
         RecordSource(
             files=tuple(shard.path for shard in splits[split]),
             counts=tuple(shard.records for shard in splits[split]),
             bytes=sum(shard.bytes for shard in splits[split]),
+{%- if cookiecutter.task == "image" %}
+            label_offset=config.label_offset,
+{%- endif %}
         )
         for split in ("train", "eval")
     )
@@ -297,13 +383,30 @@ def worker_batches(
         records = plan.train.records(files, seed=seed + index)
         if shards.policy == DATA:
             records = records.shard(num_workers, worker)
+{%- if cookiecutter.task == "image" %}
+        # Each example's augmentation key: (seed + pass, its position in the pass),
+        # where a worker's p-th record is record p * workers + worker of the unsharded
+        # order (DATA): the same keys whatever the replicas and workers.
+        records = records.enumerate().map(
+            lambda position, record: (
+                tf.stack([seed + index, position * num_workers + worker]),
+                record,
+            )
+        )
+{%- endif %}
         batches = batch_records(records, per_replica_batch_size)
         return batches.take(shards.steps_per_pass * batches_per_step)
 
     batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
     batches = batches.skip(offset * batches_per_step)
     batches = batches.take((plan.steps_per_epoch - first_step) * batches_per_step)
+{%- if cookiecutter.task == "image" %}
+    batches = batches.map(
+        lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE
+    )
+{%- else %}
     batches = batches.map(plan.train.parse, num_parallel_calls=tf.data.AUTOTUNE)
+{%- endif %}
     return batches.prefetch(tf.data.AUTOTUNE)
 
 

@@ -96,12 +96,12 @@ def index_file(path):
     size = tf.io.gfile.stat(path).length
     if size == 0:
         raise ManifestError(f"{path} is empty - regenerate or remove it")
-    records, lengths, label_min, label_max = 0, set(), None, None
+    records, shapes, label_min, label_max = 0, set(), None, None
     batches = tf.data.TFRecordDataset(path).batch(INDEX_BATCH).map(describe_batch).prefetch(2)
     try:
-        for feature_lengths, label_counts, labels in batches:
+        for record_shapes, label_counts, labels in batches:
             records += int(tf.size(label_counts))
-            lengths.update(np.unique(feature_lengths.numpy()).tolist())
+            shapes.update(map(tuple, np.unique(record_shapes.numpy(), axis=0).tolist()))
             wrong = sorted(set(np.unique(label_counts.numpy()).tolist()) - {1})
             if wrong:
                 raise ManifestError(
@@ -121,13 +121,19 @@ def index_file(path):
             f"{path} does not hold records of the format {FORMAT!r} - write them with"
             " tfrecords.encode"
         ) from None
-    if len(lengths) > 1:
-        found = " and ".join(str(length) for length in sorted(lengths)[:2])
+{%- if cookiecutter.task == "image" %}
+    # Images may differ in size (training crops and resizes them): the smallest.
+    feature_shape = tuple(int(side) for side in np.min(sorted(shapes), axis=0))
+{%- else %}
+    if len(shapes) > 1:
+        found = " and ".join(str(shape[0]) for shape in sorted(shapes)[:2])
         raise ManifestError(
             f"{path} holds features of different lengths ({found}) - every record needs"
             " the same number of 'features' values"
         )
-    return Shard(path, size, records, (lengths.pop(),), label_min, label_max)
+    feature_shape = shapes.pop()
+{%- endif %}
+    return Shard(path, size, records, feature_shape, label_min, label_max)
 
 
 def data_loss_reason(err):
@@ -152,10 +158,17 @@ def write_atomically(path, text):
     tf.io.gfile.rename(partial, path, overwrite=True)
 
 
+{%- if cookiecutter.task == "image" %}
+def load(data_dir, num_classes, label_offset=0):
+    """The shards of each split, from the manifest, checked without reading a record:
+    every file listed and present at its recorded size, no shard left unlisted, and
+    labels (minus `label_offset`) in 0..num_classes-1."""
+{%- else %}
 def load(data_dir, num_features, num_classes):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, the
     feature shape the model takes, and labels in 0..num_classes-1."""
+{%- endif %}
     check_data_dir(data_dir)
     splits = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
@@ -163,7 +176,11 @@ def load(data_dir, num_features, num_classes):
             check_listing(data_dir, split, shards)
             list(pool.map(check_size, shards))
             for shard in shards:
+{%- if cookiecutter.task == "image" %}
+                check_labels(shard, num_classes, label_offset)
+{%- else %}
                 check_contents(shard, num_features, num_classes)
+{%- endif %}
     return splits
 
 
@@ -230,6 +247,18 @@ def check_size(shard):
         )
 
 
+{%- if cookiecutter.task == "image" %}
+def check_labels(shard, num_classes, label_offset):
+    for label in (shard.label_min, shard.label_max):
+        if not 0 <= label - label_offset < num_classes:
+            raise ManifestError(
+                f"{shard.path} has label {label}, outside"
+                f" {label_offset}..{num_classes - 1 + label_offset} (classes {num_classes},"
+                f" --label-offset {label_offset}) - fix the labels,"
+                " --label-offset (1 for 1-based labels) or NUM_CLASSES in images.py (on a GPU,"
+                " sparse cross-entropy gives NaN or garbage for such a label, not an error)"
+            )
+{%- else %}
 def check_contents(shard, num_features, num_classes):
     if shard.feature_shape != (num_features,):
         raise ManifestError(
@@ -243,6 +272,7 @@ def check_contents(shard, num_features, num_classes):
                 " labels, or NUM_CLASSES in data.py (on a GPU, sparse cross-entropy gives"
                 " NaN or garbage for such a label, not an error)"
             )
+{%- endif %}
 
 
 def first_corrupt_file(paths, threads=READ_THREADS):

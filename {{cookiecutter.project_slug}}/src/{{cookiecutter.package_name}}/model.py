@@ -7,10 +7,22 @@ so their variables are mirrored on every replica.
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.compat import keras
+{%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.data import NUM_CLASSES
+from {{ cookiecutter.package_name }}.images import IMAGE_SIZE
+{%- else %}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES
+{%- endif %}
 
 # The training metric, reported per epoch next to the loss.
 METRIC_NAME = "accuracy"
+{%- if cookiecutter.task == "image" %}
+# Channels per stage (the stem and each stage after the first halve the
+# resolution) and residual blocks per stage: small, for 32x32 images on CPUs.
+STAGE_WIDTHS = (16, 32)
+BLOCKS_PER_STAGE = 1
+WEIGHT_DECAY = 1e-4
+{%- endif %}
 {%- if cookiecutter.mixed_precision == "yes" %}
 
 
@@ -21,6 +33,49 @@ def set_precision_policy(mixed_precision):
 {%- endif %}
 
 
+{%- if cookiecutter.task == "image" %}
+def batch_norm():
+    # Statistics over the global batch, not over each replica's share: only then
+    # do N replicas compute what one device computes (the doctor's sync check).
+    return keras.layers.BatchNormalization(synchronized=True)
+
+
+def conv(width, kernel_size=3, strides=1):
+    return keras.layers.Conv2D(
+        width,
+        kernel_size,
+        strides=strides,
+        padding="same",
+        use_bias=False,
+        kernel_regularizer=keras.regularizers.L2(WEIGHT_DECAY),
+    )
+
+
+def residual_block(x, width, strides):
+    y = keras.layers.ReLU()(batch_norm()(conv(width, strides=strides)(x)))
+    y = batch_norm()(conv(width)(y))
+    shortcut = x
+    if strides != 1 or x.shape[-1] != width:
+        shortcut = batch_norm()(conv(width, kernel_size=1, strides=strides)(x))
+    return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
+
+
+def build_model(num_classes=NUM_CLASSES):
+    """A small ResNet-style classifier of uint8 images, returning logits.
+
+    For ImageNet-size images, return keras.applications.ResNet50(weights=None,
+    input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), classes=num_classes) after a
+    Rescaling layer instead; its BatchNormalization layers are not synchronized,
+    which the doctor's sync check reports on several replicas.
+    """
+    inputs = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), dtype="uint8", name="images")
+    x = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)  # uint8 -> [-1, 1]
+    x = keras.layers.ReLU()(batch_norm()(conv(STAGE_WIDTHS[0], strides=2)(x)))
+    for stage, width in enumerate(STAGE_WIDTHS):
+        for block in range(BLOCKS_PER_STAGE):
+            x = residual_block(x, width, strides=2 if stage > 0 and block == 0 else 1)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+{%- else %}
 def build_model(num_features=NUM_FEATURES, num_classes=NUM_CLASSES):
     """A small MLP classifier returning logits."""
     inputs = keras.Input(shape=(num_features,), name="features")
@@ -29,6 +84,7 @@ def build_model(num_features=NUM_FEATURES, num_classes=NUM_CLASSES):
         x = keras.layers.Dense(
             width, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-4)
         )(x)
+{%- endif %}
 {%- if cookiecutter.mixed_precision == "yes" %}
     # float32 logits keep the softmax and the loss numerically stable.
     outputs = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)

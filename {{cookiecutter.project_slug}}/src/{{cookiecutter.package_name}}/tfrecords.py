@@ -1,3 +1,49 @@
+{%- if cookiecutter.task == "image" -%}
+"""The record format: tf.train.Example with JPEG bytes in `image/encoded` and an
+int64 `image/class/label`: the layout of the ImageNet conversion scripts of
+tensorflow/models and the TPU reference models, so existing shards train as
+they are (1-based labels: --label-offset 1).
+
+`make-data` writes it, `index` reads every record of it once (manifest.py), and
+`train` parses it a batch of records at a time (one parse_example call per
+batch), then decodes each image (images.py).
+"""
+
+from pathlib import Path
+
+import tensorflow as tf
+
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: image/encoded JPEG, image/class/label int64"
+
+
+def feature_spec():
+    return {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def shard_name(split, index, num_files):
+    return f"{split}-{index:05d}-of-{num_files:05d}.tfrecord"
+
+
+def encode(image, label):
+    """One uint8 image (height, width, 3) and its label, as the conversion scripts write them."""
+    height, width, channels = image.shape
+    features = {
+        "image/encoded": tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[tf.io.encode_jpeg(image, quality=95).numpy()])
+        ),
+        "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"JPEG"])),
+        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+        "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[height])),
+        "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[width])),
+        "image/channels": tf.train.Feature(int64_list=tf.train.Int64List(value=[channels])),
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=features))
+    return example.SerializeToString()
+{%- else -%}
 """The record format: tf.train.Example with a float `features` list and an int64 `label`.
 
 `make-data` writes it, `index` reads every record of it once (manifest.py), and
@@ -34,6 +80,7 @@ def encode(features, label):
         )
     )
     return example.SerializeToString()
+{%- endif %}
 
 
 def write_split(output_dir, split, features, labels, num_files):
@@ -47,6 +94,34 @@ def write_split(output_dir, split, features, labels, num_files):
         for writer in writers:
             writer.close()
     return paths
+{%- if cookiecutter.task == "image" %}
+
+
+def parse_batch(records):
+    """A batch of serialized records -> (JPEG bytes, int64 labels as stored)."""
+    examples = tf.io.parse_example(records, feature_spec())
+    return examples["image/encoded"], examples["image/class/label"]
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever they hold: each
+    record's image shape (from the JPEG header, without decoding), label count,
+    and the labels."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "image/encoded": tf.io.FixedLenFeature([], tf.string, default_value=""),
+            "image/class/label": tf.io.RaggedFeature(tf.int64),
+        },
+    )
+    shapes = tf.map_fn(
+        tf.io.extract_jpeg_shape,
+        examples["image/encoded"],
+        fn_output_signature=tf.TensorSpec([3], tf.int32),
+    )
+    labels = examples["image/class/label"]
+    return shapes, labels.row_lengths(), labels.flat_values
+{%- else %}
 
 
 def parse_batch(records, num_features):
@@ -57,7 +132,7 @@ def parse_batch(records, num_features):
 
 def describe_batch(records):
     """What `index` learns from a batch of records, whatever their shape: each
-    record's feature length, label count, and the labels."""
+    record's feature shape, label count, and the labels."""
     examples = tf.io.parse_example(
         records,
         {
@@ -65,8 +140,7 @@ def describe_batch(records):
             "label": tf.io.RaggedFeature(tf.int64),
         },
     )
-    return (
-        examples["features"].row_lengths(),
-        examples["label"].row_lengths(),
-        examples["label"].flat_values,
-    )
+    lengths = examples["features"].row_lengths()
+    labels = examples["label"]
+    return lengths[:, None], labels.row_lengths(), labels.flat_values
+{%- endif %}
