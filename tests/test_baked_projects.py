@@ -1,7 +1,9 @@
 """Slow tier: install baked projects and run their own test suites.
 
-The 12 combinations of training_loop x distribution x keras_package, with
-data_source, mixed_precision and launcher spread so every value appears.
+12 combinations: the tabular task on fit and custom x mirrored and
+multi_worker x keras3 and tf_keras, the image task on both loops x the same
+distributions and Keras packages, with data_source, mixed_precision and
+launcher spread so every value appears.
 """
 
 import subprocess
@@ -14,24 +16,21 @@ from conftest import bake
 import rules
 
 KEYS = rules.CODE_OPTIONS
-# Every supported loop x distribution x keras_package once; data_source,
-# mixed_precision and launcher spread so that each value appears, and so that
-# every fit/custom x keras x data combination on mirrored runs (via "both" too).
 COMBINATIONS = [
     dict(zip(KEYS, values, strict=True))
     for values in (
-        ("fit", "mirrored", "keras3", "synthetic", "no", "none"),
-        ("fit", "mirrored", "tf_keras", "synthetic", "yes", "slurm"),
-        ("fit", "multi_worker", "keras3", "synthetic", "yes", "kubernetes"),
-        ("fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
-        ("custom", "mirrored", "keras3", "synthetic", "yes", "none"),
-        ("custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
-        ("custom", "multi_worker", "keras3", "tfrecord", "yes", "slurm"),
-        ("custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
-        ("both", "mirrored", "keras3", "tfrecord", "no", "none"),
-        ("both", "mirrored", "tf_keras", "tfrecord", "yes", "slurm"),
-        ("both", "multi_worker", "keras3", "tfrecord", "no", "slurm"),
-        ("both", "multi_worker", "tf_keras", "synthetic", "yes", "kubernetes"),
+        ("tabular", "fit", "mirrored", "keras3", "synthetic", "no", "none"),
+        ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "yes", "slurm"),
+        ("tabular", "fit", "multi_worker", "keras3", "synthetic", "yes", "kubernetes"),
+        ("tabular", "fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
+        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "yes", "none"),
+        ("tabular", "custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
+        ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "yes", "slurm"),
+        ("tabular", "custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
+        ("image", "both", "mirrored", "keras3", "tfrecord", "no", "none"),
+        ("image", "both", "mirrored", "tf_keras", "synthetic", "yes", "slurm"),
+        ("image", "both", "multi_worker", "keras3", "synthetic", "no", "slurm"),
+        ("image", "both", "multi_worker", "tf_keras", "tfrecord", "yes", "kubernetes"),
     )
 ]
 
@@ -40,19 +39,22 @@ def combination_id(options):
     return "-".join(options.values())
 
 
+LOOPS_OF = {"fit": ("fit",), "custom": ("custom",), "both": ("fit", "custom")}
+
+
 def test_slow_matrix_covers_every_value():
     assert all(rules.is_supported(c) for c in COMBINATIONS)
-    core = {(c["training_loop"], c["distribution"], c["keras_package"]) for c in COMBINATIONS}
-    assert len(core) == len(COMBINATIONS) == 12
     for name in ("data_source", "mixed_precision", "launcher"):
         assert {c[name] for c in COMBINATIONS} == set(rules.CHOICES[name]), name
-    mirrored = {
-        (loop, c["keras_package"], c["data_source"])
-        for c in COMBINATIONS
-        if c["distribution"] == "mirrored"
-        for loop in (("fit", "custom") if c["training_loop"] == "both" else (c["training_loop"],))
-    }
-    assert len(mirrored) == 8
+    # Each task: both loops x both distributions x both Keras packages.
+    for task in rules.CHOICES["task"]:
+        covered = {
+            (loop, c["distribution"], c["keras_package"])
+            for c in COMBINATIONS
+            if c["task"] == task
+            for loop in LOOPS_OF[c["training_loop"]]
+        }
+        assert len(covered) == 8, task
 
 
 @pytest.mark.slow
