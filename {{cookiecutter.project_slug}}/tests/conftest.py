@@ -42,6 +42,7 @@ from {{ cookiecutter.package_name }}.data import make_data, synthetic_examples  
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
+from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.tfrecords import encode, shard_name, write_split  # noqa: E402
 {%- endif %}
@@ -58,14 +59,14 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def two_replicas():
-    return tf.distribute.MirroredStrategy([f"/cpu:{index}" for index in range(REPLICAS)])
+    return mirrored_strategy([f"/cpu:{index}" for index in range(REPLICAS)])
 
 
 @pytest.fixture
 def one_device():
     """The single-device reference: a one-device MirroredStrategy, so it runs the
     same strategy code as N replicas (the doctor compares against it too)."""
-    return tf.distribute.MirroredStrategy(["/cpu:0"])
+    return mirrored_strategy(["/cpu:0"])
 
 
 def assert_in_sync(strategy, variables):

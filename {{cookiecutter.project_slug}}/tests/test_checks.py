@@ -31,6 +31,7 @@ from {{ cookiecutter.package_name }}.data import worker_batches
 from {{ cookiecutter.package_name }}.engine_custom import TrainingState
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
+from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
 {%- else %}
 
 import pytest
@@ -127,7 +128,7 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monke
 
 
 def one_replica(cpu_replicas=None):
-    return tf.distribute.MirroredStrategy(["/cpu:0"])
+    return mirrored_strategy(["/cpu:0"])
 
 
 def test_one_replica_when_two_were_asked_fails_replicas(config, monkeypatch):

@@ -47,6 +47,9 @@ from {{ cookiecutter.package_name }}.strategy import (
 {%- else %}
     make_local_strategy,
     make_strategy,
+{%- endif %}
+    mirrored_strategy,
+{%- if cookiecutter.distribution == "multi_worker" %}
     worker_count,
 {%- endif %}
 )
@@ -287,7 +290,7 @@ def sgd_config(config):
 def reference_strategy():
     """One device of this machine: what N replicas must reproduce."""
     device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
-    return tf.distribute.MirroredStrategy([device])
+    return mirrored_strategy([device])
 
 
 def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, split_ok=True):

@@ -1,5 +1,6 @@
 """The one place a tf.distribute strategy is made, checked and described."""
 
+import functools
 import logging
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
@@ -54,6 +55,27 @@ def check_keras_version(version=None):
 {%- endif %}
 
 
+def mirrored_strategy(devices=None):
+    """The process's MirroredStrategy over `devices` (None: every GPU), made once.
+
+    TensorFlow's collective keys restart with every new strategy: two strategies
+    over the same devices in one process clash in a collective (gradient
+    all-reduce, synchronized batch normalization) with "Shape mismatch in the
+    collective instance 100".
+    """
+    if devices is None:
+        return _mirrored_strategy(None)
+    specs = [tf.DeviceSpec.from_string(device) for device in devices]
+    return _mirrored_strategy(
+        tuple(f"/{spec.device_type.lower()}:{spec.device_index}" for spec in specs)
+    )
+
+
+@functools.cache
+def _mirrored_strategy(devices):
+    return tf.distribute.MirroredStrategy(list(devices) if devices else None)
+
+
 def local_replicas(cpu_replicas=None):
     """The replicas this machine should have: one per GPU, or the CPU replicas asked for."""
     return cpu_replicas or max(len(tf.config.list_physical_devices("GPU")), 1)
@@ -103,9 +125,9 @@ def make_local_strategy(cpu_replicas=None):
             )
         use_cpu_replicas(cpu_replicas)
         devices = [device.name for device in tf.config.list_logical_devices("CPU")]
-        strategy = tf.distribute.MirroredStrategy(devices[:cpu_replicas])
+        strategy = mirrored_strategy(devices[:cpu_replicas])
     else:
-        strategy = tf.distribute.MirroredStrategy()
+        strategy = mirrored_strategy()
     if strategy.num_replicas_in_sync != expected:
         raise StrategyError(
             f"expected {expected} replicas but the strategy has"
