@@ -97,8 +97,8 @@ def test_doctor_passes_on_the_generated_code(config):
     assert f"on {REPLICAS} replicas vs one device" in details[sync]
 
 
-def twenty_milliseconds_later(features, labels):
-    pause = tf.py_function(lambda: time.sleep(0.02) or 0.0, [], tf.float32)
+def a_tenth_of_a_second_later(features, labels):
+    pause = tf.py_function(lambda: time.sleep(0.1) or 0.0, [], tf.float32)
     pause.set_shape([])
     return features + tf.cast(pause, features.dtype), labels
 
@@ -118,7 +118,7 @@ def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monk
 
 {% endif -%}
 def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monkeypatch):
-    slow = parsing_also(data.load_sources, twenty_milliseconds_later)  # per batch
+    slow = parsing_also(data.load_sources, a_tenth_of_a_second_later)  # per batch
     monkeypatch.setattr(data, "load_sources", slow)
     report = doctor(config)
     assert report.passed  # slow, not wrong

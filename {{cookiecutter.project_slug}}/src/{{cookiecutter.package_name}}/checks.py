@@ -362,17 +362,18 @@ def unsynchronized_batch_norms(model):
 
 def likely_cause(loss_ratio, replicas, split_ok, diverged, model):
     """Name the usual mistake behind a mismatch, from its signature."""
-    if diverged:
-        return (
-            f"replica copies of {', '.join(diverged[:3])} differ: they were created"
-            " outside strategy.scope() - create them inside `with strategy.scope():`"
-        )
+    # Per-replica statistics also leave the replicas' moving averages apart.
     batch_norms = unsynchronized_batch_norms(model)
     if replicas > 1 and batch_norms:
         return (
             f"BatchNormalization layer(s) {', '.join(batch_norms[:3])} compute their"
             " statistics over each replica's share of the batch, not the global batch -"
             " build them with BatchNormalization(synchronized=True)"
+        )
+    if diverged:
+        return (
+            f"replica copies of {', '.join(diverged[:3])} differ: they were created"
+            " outside strategy.scope() - create them inside `with strategy.scope():`"
         )
     if replicas > 1 and abs(loss_ratio * replicas - 1) < 0.01:
         return (
