@@ -45,11 +45,20 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 
 def named(check, loop):
     return f"{check} ({loop})"
+
+
+def doctor_on(loop, config):
+    """The doctor's checks of one loop: where each test plants its fault."""
+    return doctor(config, loops=(loop,))
 {%- else %}
 
 
 def named(check, loop):
     return check
+
+
+def doctor_on(loop, config):
+    return doctor(config)
 {%- endif %}
 
 
@@ -110,7 +119,7 @@ def unsynchronized_batch_norm():
 
 def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monkeypatch):
     monkeypatch.setattr("{{ cookiecutter.package_name }}.model.batch_norm", unsynchronized_batch_norm)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}", config))
     sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
     assert "statistics over each replica's share of the batch" in failed[sync]
     assert "build them with BatchNormalization(synchronized=True)" in failed[sync]
@@ -195,7 +204,7 @@ def test_fit_built_outside_the_scope_fails_variables(
     config, monkeypatch, broken_builder, expected
 ):
     monkeypatch.setattr(checks, "build_compiled_model", broken_builder)
-    detail = failures(doctor(config))[named("variables", "fit")]
+    detail = failures(doctor_on("fit", config))[named("variables", "fit")]
     assert detail.startswith(expected) or f" {expected}" in detail
     assert "inside `with strategy.scope():`" in detail
 {%- if cookiecutter.keras_package == "keras3" %}
@@ -207,7 +216,7 @@ def clipping_optimizer(name, learning_rate):
 
 def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
     monkeypatch.setattr(engine_fit, "make_optimizer", clipping_optimizer)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("fit", config))
     assert "clipnorm clips each replica's gradient" in failed["upstream"]
 {%- endif %}
 {%- endif %}
@@ -254,7 +263,7 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
     config.mixed_precision = False  # the broken builders skip the LossScaleOptimizer
 {%- endif %}
     monkeypatch.setattr(checks, "build_training_state", broken_builder)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("custom", config))
     detail = failed[named("variables", "custom")]
     assert expected in detail
     assert "inside `with strategy.scope():`" in detail
@@ -272,14 +281,14 @@ def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_bat
 
 def test_dataset_not_distributed_fails_batch_split_and_sync(config, monkeypatch):
     monkeypatch.setattr(checks, "first_batches", undistributed_batches)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("custom", config))
     assert "the dataset is not distributed" in failed[named("batch-split", "custom")]
     assert "the dataset is not distributed" in failed[named("sync", "custom")]
 
 
 def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
     monkeypatch.setattr(engine_custom, "replica_loss", replica_loss_averaged_over_the_local_batch)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("custom", config))
     # The data is split correctly: only the loss scaling is wrong.
     assert named("batch-split", "custom") not in failed
     assert "averaged over the local batch" in failed[named("sync", "custom")]
@@ -287,7 +296,7 @@ def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
 
 def test_loss_reduced_with_mean_fails_sync(config, monkeypatch):
     monkeypatch.setattr(engine_custom, "SUM", tf.distribute.ReduceOp.MEAN)
-    failed = failures(doctor(config))
+    failed = failures(doctor_on("custom", config))
     assert "reduced with MEAN" in failed[named("sync", "custom")]
     assert f"1/{REPLICAS} of one device's" in failed[named("sync", "custom")]
 {%- endif %}

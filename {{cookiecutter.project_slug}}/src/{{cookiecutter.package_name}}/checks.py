@@ -612,8 +612,14 @@ def check_upstream(replicas, runs):
 {%- if cookiecutter.distribution == "mirrored" %}
 
 
+{% if cookiecutter.training_loop == "both" -%}
+def doctor(config, loops=LOOPS):
+    """Every check of the training code (of `loops`); a Report whose `passed` says
+    if all passed."""
+{%- else -%}
 def doctor(config):
     """Every check of the training code; a Report whose `passed` says if all passed."""
+{%- endif %}
     cpu_replicas = config.cpu_replicas
     if cpu_replicas is None and not tf.config.list_physical_devices("GPU"):
         cpu_replicas = DOCTOR_CPU_REPLICAS
@@ -622,8 +628,14 @@ def doctor(config):
 {%- else %}
 
 
+{% if cookiecutter.training_loop == "both" -%}
+def doctor(config, loops=LOOPS):
+    """Every check of the training code (of `loops`); a Report whose `passed` says
+    if all passed."""
+{%- else -%}
 def doctor(config):
     """Every check of the training code; a Report whose `passed` says if all passed."""
+{%- endif %}
     report = Report()
     strategy = report.run("replicas", check_cluster_replicas)
 {%- endif %}
@@ -633,7 +645,7 @@ def doctor(config):
         return report
     plan = report.run("dataset", check_dataset, config, strategy)
 {%- if cookiecutter.training_loop == "both" %}
-    runs = [check_training_step(report, loop, strategy, config, plan) for loop in LOOPS]
+    runs = [check_training_step(report, loop, strategy, config, plan) for loop in loops]
 {%- else %}
     runs = [check_training_step(report, strategy, config, plan)]
 {%- endif %}
