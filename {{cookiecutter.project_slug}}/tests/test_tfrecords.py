@@ -58,9 +58,10 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     nearest = []
     for image in encoded:
         decoded = tf.io.decode_jpeg(image, channels=3).numpy().reshape(1, -1).astype("float32")
-        distances = np.abs(originals - decoded).mean(axis=1)
-        assert distances.min() < 8, "JPEG at quality 95 is close to its original"
-        nearest.append(int(distances.argmin()))
+        distances = np.sort(np.abs(originals - decoded).mean(axis=1))
+        # JPEG is lossy (the images' noise most of all): its original is still by far the closest.
+        assert distances[0] < 0.6 * distances[1]
+        nearest.append(int(np.abs(originals - decoded).mean(axis=1).argmin()))
     assert sorted(nearest) == list(range(90))
     np.testing.assert_array_equal(labels.numpy(), expected_labels[nearest])
 
