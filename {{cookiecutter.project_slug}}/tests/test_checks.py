@@ -269,7 +269,7 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
     assert "inside `with strategy.scope():`" in detail
 
 
-def undistributed_batches(strategy, plan, seed, steps):
+def undistributed_batches(strategy, plan, seed):
     """Whole global batches, not split across the replicas."""
     return iter(worker_batches(plan, seed, epoch=0, first_step=0))
 

@@ -233,6 +233,17 @@ def test_the_manifest_is_replaced_whole(data, monkeypatch):
     assert (data / "manifest.json").read_text() == before
 
 
+def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch):
+    def refuse(path, mode="r"):
+        raise tf.errors.PermissionDeniedError(None, None, f"{path}; Permission denied")
+
+    monkeypatch.setattr(tf.io.gfile, "GFile", refuse)
+    refused = r"^cannot write \S+manifest.json \(.*Permission denied\) - make \S+ writable"
+    with pytest.raises(ManifestError, match=refused):
+        index(str(data))
+    assert not (data / "manifest.json.partial").exists()
+
+
 def test_the_first_corrupt_file_is_found(data):
     files = sorted(str(path) for path in data.glob("train-*.tfrecord"))
     assert first_corrupt_file(files) is None

@@ -19,9 +19,8 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies
 from {{ cookiecutter.package_name }}.data import (
-    DATA,
     ArraySource,
-    ShardPlan,
+    data_sharding,
     make_plan,
     plan_run,
     synthetic_examples,
@@ -235,7 +234,7 @@ def run_fit_steps(strategy, config, plan, steps):
     # The engine calls train_step inside strategy.run: it sees one replica's batch.
     model.train_step = probed_train_step
     engine = FitEngine(strategy, model, steps)
-    loss, _ = engine.train(first_batches(strategy, plan, config.seed, steps), tf.constant(steps))
+    loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
     return ProbeRun(model, model.optimizer, model.metrics, float(loss), batch_sizes)
 {%- endif %}
 {%- if cookiecutter.training_loop in ("custom", "both") %}
@@ -249,14 +248,13 @@ def run_custom_steps(strategy, config, plan, steps):
     engine = CustomEngine(
         strategy, dataclasses.replace(state, model=probe), plan.global_batch_size, steps
     )
-    loss, _ = engine.train(first_batches(strategy, plan, config.seed, steps), tf.constant(steps))
+    loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
     return ProbeRun(state.model, state.optimizer, [state.metric], float(loss), probe.batch_sizes)
 {%- endif %}
 
 
-def first_batches(strategy, plan, seed, steps):
-    """The distributed batches of epoch 0, as `train` reads them (`steps` are used)."""
-    del steps  # the engine takes what it needs
+def first_batches(strategy, plan, seed):
+    """The distributed batches of epoch 0, as `train` reads them."""
     return iter(training_input(strategy, plan, seed, epoch=0))
 
 
@@ -338,9 +336,9 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
 def data_sharded(plan):
     """The plan with DATA sharding: one device reads what all the workers read
     together only when every worker keeps every W-th record of the same order."""
-    every_file = tuple(range(len(plan.train.counts)))
-    workers = len(plan.shards.worker_files)
-    shards = ShardPlan(DATA, (every_file,) * workers, plan.shards.steps_per_pass)
+    shards = data_sharding(
+        len(plan.train.counts), plan.shards.num_workers, plan.shards.steps_per_pass
+    )
     return dataclasses.replace(plan, shards=shards)
 
 
@@ -439,7 +437,7 @@ def check_dataset(config, strategy):
     plan = plan_run(config, strategy)  # the counts: at least one global batch per pass
     replicas = strategy.num_replicas_in_sync
     per_replica = plan.global_batch_size // replicas
-    workers = len(plan.shards.worker_files)
+    workers = plan.shards.num_workers
     batches = worker_batches(plan, config.seed, 0, 0, 0, workers, per_replica)
     batch_dimension = tf.nest.flatten(batches.element_spec)[0].shape[0]
     if batch_dimension != per_replica:
@@ -490,7 +488,7 @@ def input_examples_per_second(strategy, config, plan):
     """Worker 0's pipeline (every worker's does the same work), after its first
     batch (the shuffle buffer's fill is start-up, not throughput)."""
     per_replica = plan.global_batch_size // strategy.num_replicas_in_sync
-    workers = len(plan.shards.worker_files)
+    workers = plan.shards.num_workers
     batches = INPUT_STEPS * plan.global_batch_size // workers // per_replica
     dataset = worker_batches(
         streaming(plan, INPUT_STEPS + 1), config.seed, 0, 0, 0, workers, per_replica
@@ -527,7 +525,7 @@ def step_examples_per_second(strategy, config, plan):
     float(engine.train(iterator, tf.constant(steps))[0])  # trace, fill the cache
     started = time.perf_counter()
     float(engine.train(iterator, tf.constant(steps))[0])
-    workers = len(plan.shards.worker_files)
+    workers = plan.shards.num_workers
     return steps * plan.global_batch_size / workers / (time.perf_counter() - started)
 
 

@@ -265,6 +265,10 @@ class ShardPlan:
     # Full global batches in one pass over the data.
     steps_per_pass: int
 
+    @property
+    def num_workers(self):
+        return len(self.worker_files)
+
 
 def plan_shards(counts, num_workers, global_batch_size):
     """FILE when whole files per worker fill as many global batches per pass as
@@ -287,8 +291,13 @@ def plan_shards(counts, num_workers, global_batch_size):
         file_steps = min(sum(counts[i] for i in files) // worker_batch for files in assignment)
         if file_steps == steps:
             return ShardPlan(FILE, assignment, steps)
-    every_file = tuple(range(len(counts)))
-    return ShardPlan(DATA, (every_file,) * num_workers, steps)
+    return data_sharding(len(counts), num_workers, steps)
+
+
+def data_sharding(num_files, num_workers, steps_per_pass):
+    """DATA: every worker reads every file and keeps every num_workers-th record."""
+    every_file = tuple(range(num_files))
+    return ShardPlan(DATA, (every_file,) * num_workers, steps_per_pass)
 
 
 def balanced_assignment(counts, num_workers):
@@ -376,7 +385,7 @@ def worker_batches(
     per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
     shards = plan.shards
     batches_per_step = plan.global_batch_size // num_workers // per_replica_batch_size
-    files = shards.worker_files[worker] if shards.policy == FILE else shards.worker_files[0]
+    files = shards.worker_files[worker]
     first_pass, offset = divmod(epoch * plan.steps_per_epoch + first_step, shards.steps_per_pass)
 
     def one_pass(index):
@@ -414,7 +423,7 @@ def training_input(strategy, plan, seed, epoch, first_step=0):
     """The distributed batches of `epoch` from `first_step` on, one pipeline per worker."""
 
     def dataset_fn(context):
-        planned = len(plan.shards.worker_files)
+        planned = plan.shards.num_workers
         if plan.shards.policy == FILE and context.num_input_pipelines != planned:
             raise DataError(
                 f"the plan shards files for {planned} workers, the strategy has"

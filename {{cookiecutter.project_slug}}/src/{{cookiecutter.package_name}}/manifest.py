@@ -153,9 +153,17 @@ def manifest_entry(shard):
 def write_atomically(path, text):
     """A reader (another worker starting) never sees half a manifest."""
     partial = path + ".partial"
-    with tf.io.gfile.GFile(partial, "w") as handle:
-        handle.write(text + "\n")
-    tf.io.gfile.rename(partial, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(partial, "w") as handle:
+            handle.write(text + "\n")
+        tf.io.gfile.rename(partial, path, overwrite=True)
+    except tf.errors.OpError as err:
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.remove(partial)
+        raise ManifestError(
+            f"cannot write {path} ({first_line(err)}) - make {os.path.dirname(path)}"
+            " writable, or index a writable copy of the shards"
+        ) from None
 
 
 {%- if cookiecutter.task == "image" %}
