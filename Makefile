@@ -5,6 +5,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Test processes: the baked suites spend much of their time waiting on the
+# training processes they start, so 2 workers keep 2 cores busy.
+WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist worksteal
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
 
@@ -32,13 +36,13 @@ demo: $(VENV)/.installed
 	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer doctor --cpu-replicas 2
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 test-fast: $(VENV)/.installed
-	$(BIN)/python -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-slow: $(VENV)/.installed
-	$(BIN)/python -m pytest -m slow
+	$(PYTEST) -m slow
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check hooks tests benchmarks local_extensions.py
