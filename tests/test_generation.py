@@ -59,8 +59,11 @@ def check_project(project, options):
             yaml.safe_load(text)
         elif path.suffix == ".json":
             __import__("json").loads(text)
+    # Preview's blank-line rules (E3, W391) catch what Jinja's whitespace control
+    # gets wrong between conditional blocks; plain `ruff check` does not look.
     lint = subprocess.run(
-        [*RUFF, "check", "--no-cache", "--output-format", "concise", "."],
+        [*RUFF, "check", "--no-cache", "--preview", "--extend-select", "E3,W391",
+         "--output-format", "concise", "."],
         cwd=project,
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ def load_dir(path, label_offset=0):
 
 def example(label=1):
     return np.zeros(SHAPE, "uint8"), label
-{% else -%}
+{%- else -%}
 SHAPE = (NUM_FEATURES,)
 
 
@@ -249,4 +249,3 @@ def test_the_first_corrupt_file_is_found(data):
     assert first_corrupt_file(files) is None
     flip_a_byte(data / "train-00001-of-00002.tfrecord")
     assert first_corrupt_file(files, threads=1) == files[1]
-

@@ -86,9 +86,9 @@ FILE = tf.data.experimental.AutoShardPolicy.FILE
 
 class DataError(TrainerError):
     pass
-
-
 {%- if cookiecutter.task == "image" %}
+
+
 def synthetic_examples(num_examples, seed):
     """Seeded IMAGE_SIZE x IMAGE_SIZE uint8 images of 4 classes a small CNN tells
     apart well above chance (25%): horizontal stripes, vertical stripes, a
@@ -112,6 +112,8 @@ def synthetic_examples(num_examples, seed):
     images = 127.5 + 100 * (patterns[..., None] * colours + noise)
     return np.clip(images, 0, 255).astype("uint8"), labels.astype("int32")
 {%- else %}
+
+
 def synthetic_examples(num_examples, seed):
     """A seeded classification task a small MLP learns well above chance (25%).
 

@@ -164,14 +164,16 @@ def write_atomically(path, text):
             f"cannot write {path} ({first_line(err)}) - make {os.path.dirname(path)}"
             " writable, or index a writable copy of the shards"
         ) from None
-
-
 {%- if cookiecutter.task == "image" %}
+
+
 def load(data_dir, num_classes, label_offset=0):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, and
     labels (minus `label_offset`) in 0..num_classes-1."""
 {%- else %}
+
+
 def load(data_dir, num_features, num_classes):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, the
@@ -253,9 +255,9 @@ def check_size(shard):
             f"{shard.path} has {size} bytes, {MANIFEST_NAME} says {shard.bytes}: it changed"
             f" after it was indexed - run `{INDEX_COMMAND} {os.path.dirname(shard.path)}`"
         )
-
-
 {%- if cookiecutter.task == "image" %}
+
+
 def check_labels(shard, num_classes, label_offset):
     for label in (shard.label_min, shard.label_max):
         if not 0 <= label - label_offset < num_classes:
@@ -263,10 +265,12 @@ def check_labels(shard, num_classes, label_offset):
                 f"{shard.path} has label {label}, outside"
                 f" {label_offset}..{num_classes - 1 + label_offset} (classes {num_classes},"
                 f" --label-offset {label_offset}) - fix the labels,"
-                " --label-offset (1 for 1-based labels) or NUM_CLASSES in images.py (on a GPU,"
+                " --label-offset (1 for 1-based labels) or NUM_CLASSES in data.py (on a GPU,"
                 " sparse cross-entropy gives NaN or garbage for such a label, not an error)"
             )
 {%- else %}
+
+
 def check_contents(shard, num_features, num_classes):
     if shard.feature_shape != (num_features,):
         raise ManifestError(

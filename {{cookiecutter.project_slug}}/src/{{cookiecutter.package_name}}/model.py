@@ -31,9 +31,9 @@ def set_precision_policy(mixed_precision):
     checks use); must run before the model is built."""
     keras.mixed_precision.set_global_policy("mixed_float16" if mixed_precision else "float32")
 {%- endif %}
-
-
 {%- if cookiecutter.task == "image" %}
+
+
 def batch_norm():
     # Statistics over the global batch, not over each replica's share: only then
     # do N replicas compute what one device computes (the doctor's sync check).
@@ -76,6 +76,8 @@ def build_model(num_classes=NUM_CLASSES):
             x = residual_block(x, width, strides=2 if stage > 0 and block == 0 else 1)
     x = keras.layers.GlobalAveragePooling2D()(x)
 {%- else %}
+
+
 def build_model(num_features=NUM_FEATURES, num_classes=NUM_CLASSES):
     """A small MLP classifier returning logits."""
     inputs = keras.Input(shape=(num_features,), name="features")
