@@ -1,21 +1,30 @@
 """The command line, end to end, in fresh processes."""
 
+import os
+import re
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 from conftest import load_weights, read_json
 
+from {{ cookiecutter.package_name }}.cli import native_startup_noise_hidden
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.model import build_model
 
+# A line of TensorFlow's C++ logging (glog format), or absl's notice before it.
+NATIVE_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
 
-def scalar_steps(log_dir):
-    """{tag: [global steps]} of the TensorBoard scalars written under `log_dir`."""
-    steps = {}
+
+def scalars(log_dir):
+    """{tag: [(global step, value)]} of the TensorBoard scalars written under `log_dir`."""
+    found = {}
     for path in sorted(Path(log_dir).glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(path)):
             for value in event.summary.value:
-                steps.setdefault(value.tag, []).append(event.step)
-    return steps
+                number = float(tf.make_ndarray(value.tensor))
+                found.setdefault(value.tag, []).append((event.step, number))
+    return found
 
 
 def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
@@ -54,11 +63,28 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     assert summary["resumed_from"] is None and "starting fresh" in result.stderr
     assert summary["global_step"] == 2 * summary["steps_per_epoch"]
     assert summary["examples_per_second"] > 0
-    # Per-interval TensorBoard scalars: here the intervals end at the epoch ends.
+    # Per-interval TensorBoard scalars: here the intervals are the epochs.
+    written = scalars(tmp_path / "run" / "logs")
+    assert set(written) == {"loss", "learning_rate", "examples_per_second"}
     epoch_ends = [summary["steps_per_epoch"], summary["global_step"]]
-    assert scalar_steps(tmp_path / "run" / "logs") == {
-        "loss": epoch_ends, "learning_rate": epoch_ends, "examples_per_second": epoch_ends
-    }
+    assert all([step for step, _ in values] == epoch_ends for values in written.values())
+    assert [loss for _, loss in written["loss"]] == pytest.approx(summary["losses"], rel=1e-5)
+    assert [rate for _, rate in written["learning_rate"]] == pytest.approx(
+        [TrainConfig().learning_rate] * 2
+    )
+    assert all(speed > 0 for _, speed in written["examples_per_second"])
+    # A default run starts quietly: no line of TensorFlow's C++ logging before
+    # training starts (on CPUs, mixed_float16 may log its fallback later).
+    startup = result.stderr.partition("starting fresh")[0]
+    assert not NATIVE_LOG_LINE.search(startup), startup[:2000]
+
+
+def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):
+    with native_startup_noise_hidden():
+        os.write(2, b"I0000 00:00:1.5 7 port.cc:153] oneDNN custom operations are on.\n")
+        os.write(2, b"E0000 00:00:1.6 7 cuda_platform.cc:52] failed call to cuInit: ...\n")
+        os.write(2, b"a warning that matters\n")
+    assert capfd.readouterr().err == "a warning that matters\n"
 
 
 def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):

@@ -4,12 +4,16 @@ Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %
 """
 
 import argparse
+import contextlib
 import logging
 import os
+import re
 import sys
+import tempfile
 {%- if cookiecutter.data_source == "tfrecord" %}
 import time
 {%- endif %}
+import warnings
 
 from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.config import load_config
@@ -19,6 +23,15 @@ PROG = "{{ cookiecutter.project_slug }}"
 # The commands `launch` runs on every worker.
 WORKER_COMMANDS = ("train", "doctor")
 {%- endif %}
+# What TensorFlow's C++ side prints while it loads and looks for GPUs, before its
+# log level applies (TF_CPP_MIN_LOG_LEVEL cannot hide it): shown with --verbose.
+NATIVE_STARTUP_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|oneDNN custom operations are on"
+    r"|cudart_stub\.cc|Could not find cuda drivers|failed call to cuInit"
+    r"|Unable to register cu(DNN|FFT|BLAS) factory|computation_placer\.cc"
+    r"|cpu_feature_guard\.cc|the appropriate compiler flags|To enable the following instructions"
+    r"|TF-TRT Warning|Attempting to register factory for plugin"
+)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -103,11 +116,15 @@ def add_config_flags(parser):
 
 def build_parser():
     parser = ArgumentParser(prog=PROG, description="Data-parallel training with tf.distribute.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own start-up and info logs"
+    )
     commands = parser.add_subparsers(
         dest="command", required=True, parser_class=ArgumentParser
     )
 
-    train = commands.add_parser("train", help="train the model")
+    train = commands.add_parser("train", parents=[common], help="train the model")
     add_config_flags(train)
     train.add_argument("--model-dir", help="checkpoints, logs and the final model")
     train.add_argument("--summary-json", help="write the run's summary (one JSON object) here")
@@ -115,12 +132,15 @@ def build_parser():
 
     doctor = commands.add_parser(
         "doctor",
+        parents=[common],
         help="check on a few batches that training really is distributed (takes train's flags)",
     )
     add_config_flags(doctor)
     doctor.set_defaults(handler=run_doctor)
 
-    smoke = commands.add_parser("gpu-smoke", help="check this machine's GPUs with one step")
+    smoke = commands.add_parser(
+        "gpu-smoke", parents=[common], help="check this machine's GPUs with one step"
+    )
     smoke.add_argument(
         "--cpu-replicas",
         type=positive_int,
@@ -130,7 +150,7 @@ def build_parser():
 {%- if cookiecutter.distribution == "multi_worker" %}
 
     launch = commands.add_parser(
-        "launch", help="run a command as N local workers (development and CI)"
+        "launch", parents=[common], help="run a command as N local workers (development and CI)"
     )
     launch.add_argument("--workers", type=positive_int, required=True)
     launch.add_argument(
@@ -148,7 +168,9 @@ def build_parser():
 {%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
-    make_data = commands.add_parser("make-data", help="write a sample TFRecord data set")
+    make_data = commands.add_parser(
+        "make-data", parents=[common], help="write a sample TFRecord data set"
+    )
     make_data.add_argument("--output-dir", default="data")
     make_data.add_argument("--num-files", type=positive_int, default=4)
     make_data.add_argument("--examples", type=positive_int, default=4096, help="training examples")
@@ -157,6 +179,7 @@ def build_parser():
 
     index = commands.add_parser(
         "index",
+        parents=[common],
         help="list existing shards with their record counts in DIR/manifest.json (reads each once)",
     )
     index.add_argument("--data-dir", required=True, help="directory of the shards")
@@ -171,7 +194,7 @@ def config_from_args(args):
     overrides = {
         key: value
         for key, value in vars(args).items()
-        if key not in ("command", "handler", "config")
+        if key not in ("command", "handler", "config", "verbose")
     }
 {%- if cookiecutter.distribution == "multi_worker" %}
     if overrides.pop("cpu_replicas") is not None:
@@ -263,14 +286,59 @@ def run_index(args):
 {%- endif %}
 
 
-def main(argv=None):
+@contextlib.contextmanager
+def native_startup_noise_hidden():
+    """Run the block with this process's stderr (file descriptor 2, where C++
+    writes) captured, then pass on every line but NATIVE_STARTUP_NOISE."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not NATIVE_STARTUP_NOISE.search(line):
+                    sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def start_tensorflow(verbose):
+    """Load TensorFlow and look for GPUs (where CUDA prints its start-up lines);
+    quietly unless `verbose`."""
+    if verbose:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")
+        return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with native_startup_noise_hidden():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")
+    # TensorFlow's info lines (each checkpoint save logs its sharding time) and a
+    # warning tf.distribute's own input code triggers on every traced dataset.
+    for name in ("tensorflow", "absl"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", "To make it possible to preserve tf.data options")
+
+
+def main(argv=None):
     args = build_parser().parse_args(argv)
     # The check commands print only their PASS/FAIL lines (and warnings).
     quiet = args.command in ("doctor", "gpu-smoke")
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)
     try:
+{%- if cookiecutter.distribution == "multi_worker" %}
+        if args.command != "launch":  # the launcher itself never loads TensorFlow
+            start_tensorflow(args.verbose)
+{%- else %}
+        start_tensorflow(args.verbose)
+{%- endif %}
         return args.handler(args)
     except TrainerError as err:
         print(f"error: {err}", file=sys.stderr)
