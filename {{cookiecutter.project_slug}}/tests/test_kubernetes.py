@@ -3,6 +3,7 @@ with this project, and runnable: its container command goes through the local
 launcher with as many workers as the manifest asks for."""
 
 import copy
+import fnmatch
 import json
 import re
 import shutil
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = yaml.safe_load((ROOT / "k8s" / "tfjob.yaml").read_text(encoding="utf-8"))
 SCHEMA = json.loads((ROOT / "k8s" / "tfjob.schema.json").read_text(encoding="utf-8"))
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+DOCKERIGNORE = (ROOT / ".dockerignore").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
@@ -66,6 +68,56 @@ def test_manifest_runs_this_project():
 {%- endif %}
     claims = [volume["name"] for volume in workers(MANIFEST)["template"]["spec"]["volumes"]]
     assert sorted(claims) == sorted(mounts)
+
+
+def test_pods_get_shared_memory_for_nccl_and_ask_for_cpus_and_memory():
+    tensorflow = container(MANIFEST)
+    pod = workers(MANIFEST)["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    shm = next(mount for mount in tensorflow["volumeMounts"] if mount["mountPath"] == "/dev/shm")
+    assert volumes[shm["name"]]["emptyDir"]["medium"] == "Memory"
+    requests = tensorflow["resources"]["requests"]
+    assert int(requests["cpu"]) >= 1 and requests["memory"].endswith("Gi")
+
+
+def excluded_from_the_build(path):
+    """Whether .dockerignore keeps `path` out of the build context (the last
+    matching pattern wins; `!` lets a path back in)."""
+    excluded = False
+    for line in DOCKERIGNORE.splitlines():
+        pattern = line.strip()
+        if not pattern or pattern.startswith("#"):
+            continue
+        allowed = pattern.startswith("!")
+        pattern = pattern.lstrip("!").rstrip("/")
+        if fnmatch.fnmatch(path, pattern) or path.startswith(pattern + "/"):
+            excluded = not allowed
+    return excluded
+
+
+def test_the_build_context_is_what_the_dockerfile_copies_and_not_the_data():
+    for source in re.findall(r"^COPY (\S+)", DOCKERFILE, re.MULTILINE):
+        assert not excluded_from_the_build(source), f".dockerignore leaves out {source}"
+    for heavy in ("data", "runs", ".venv", ".git", "build", "src/pkg/__pycache__"):
+        assert excluded_from_the_build(heavy), f".dockerignore sends {heavy} to the builder"
+
+
+def test_the_image_runs_as_an_unprivileged_user():
+    instructions = re.findall(r"^(RUN|USER)\b(.*)$", DOCKERFILE, re.MULTILINE)
+    kind, user = instructions[-1]
+    assert kind == "USER", "the last RUN comes after the last USER: it runs as root"
+    assert user.strip().isdigit() and int(user) != 0
+    # The pods refuse a root image, and mount their volumes writable to its user.
+    security = workers(MANIFEST)["template"]["spec"]["securityContext"]
+    assert security == {"runAsNonRoot": True, "fsGroup": int(user)}
+
+
+def test_make_image_builds_and_tags_the_image():
+    dry_run = subprocess.run(
+        ["make", "-n", "image", "IMAGE=registry.test/team/trainer:2.0"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )
+    assert dry_run.stdout.strip() == "docker build -t registry.test/team/trainer:2.0 ."
 
 
 def test_dockerfile_builds_this_project_on_the_official_image():
