@@ -290,6 +290,7 @@ ALWAYS_FILES = (
     "src/PKG/controller.py",
     "src/PKG/training.py",
     "src/PKG/checks.py",
+    "src/PKG/export.py",
     "tests/conftest.py",
     "tests/test_checks.py",
     "tests/test_config.py",
@@ -301,6 +302,7 @@ ALWAYS_FILES = (
     "tests/test_controller.py",
     "tests/test_evaluation.py",
     "tests/test_preflight.py",
+    "tests/test_export.py",
 )
 
 

@@ -1,6 +1,6 @@
 """Command line: `{{ cookiecutter.project_slug }} COMMAND ...`.
 
-Commands: train, doctor, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data, index{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
+Commands: train, doctor, export, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data, index{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
 """
 
 import argparse
@@ -138,6 +138,17 @@ def build_parser():
     add_config_flags(doctor)
     doctor.set_defaults(handler=run_doctor)
 
+    export = commands.add_parser(
+        "export",
+        parents=[common],
+        help="write the trained model as a SavedModel for TensorFlow Serving",
+    )
+    export.add_argument("--model-dir", required=True, help="the --model-dir of a finished run")
+    export.add_argument(
+        "--export-dir", help="versions go to EXPORT_DIR/1, /2, ... (default: MODEL_DIR/export)"
+    )
+    export.set_defaults(handler=run_export)
+
     smoke = commands.add_parser(
         "gpu-smoke", parents=[common], help="check this machine's GPUs with one step"
     )
@@ -253,6 +264,15 @@ def run_launch(args):
     worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
     return launch(args.workers, worker_argv, args.gpus_per_worker)
 {%- endif %}
+
+
+def run_export(args):
+    from {{ cookiecutter.package_name }}.export import export
+
+    path = export(args.model_dir, args.export_dir)
+    if path:
+        print(path)
+    return 0
 
 
 def run_gpu_smoke(args):

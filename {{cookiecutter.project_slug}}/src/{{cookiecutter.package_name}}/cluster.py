@@ -73,6 +73,17 @@ def read_tf_config(environ=None):
     """The checked TF_CONFIG from the environment, or None when it is unset."""
     text = (os.environ if environ is None else environ).get("TF_CONFIG", "").strip()
     return parse_tf_config(text) if text else None
+
+
+def is_chief_task(tf_config):
+    """Whether this process is the chief: the "chief" task when the cluster has one,
+    else worker 0 (TensorFlow's rule); a process without TF_CONFIG is."""
+    if tf_config is None:
+        return True
+    task, cluster = tf_config["task"], tf_config["cluster"]
+    if "chief" in cluster:
+        return task["type"] == "chief"
+    return task["type"] == "worker" and task["index"] == 0
 {%- if cookiecutter.launcher == "slurm" %}
 
 

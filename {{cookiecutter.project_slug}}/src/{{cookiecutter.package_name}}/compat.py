@@ -40,6 +40,15 @@ def is_distributed(variable):
 def replica_copies(strategy, variable):
     """The variable's value on each replica, as NumPy arrays."""
     return [value.numpy() for value in strategy.experimental_local_results(variable.value)]
+
+
+def save_for_serving(model, serve, path):
+    """A SavedModel at `path` whose serving_default signature is `serve` (Keras 3's
+    model.export, with this signature)."""
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.add_endpoint("serving_default", serve)
+    archive.write_out(path, verbose=False)
 {%- else %}
 import tensorflow as tf
 import tf_keras as keras
@@ -76,6 +85,16 @@ def is_distributed(variable):
 def replica_copies(strategy, variable):
     """The variable's value on each replica, as NumPy arrays."""
     return [value.numpy() for value in strategy.experimental_local_results(variable)]
+
+
+def save_for_serving(model, serve, path):
+    """A SavedModel at `path` whose serving_default signature is `serve`. A plain
+    tf.Module holds the weights: a saved tf_keras model would make every loader
+    import tf_keras."""
+    servable = tf.Module()
+    servable.weights = list(model.weights)
+    servable.serve = serve
+    tf.saved_model.save(servable, path, signatures={"serving_default": serve})
 {%- endif %}
 
 

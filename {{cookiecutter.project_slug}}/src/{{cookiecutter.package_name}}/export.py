@@ -1,0 +1,136 @@
+"""Export for serving: the trained model as a TensorFlow SavedModel in the
+versioned layout TensorFlow Serving loads (`<export-dir>/<version>/`).
+
+The `serving_default` signature takes what a client sends
+{%- if cookiecutter.task == "image" %}
+(`image_bytes`: a batch of encoded JPEG images, decoded, center-cropped and
+resized inside the graph as evaluation does)
+{%- else %}
+(`features`: a batch of raw feature vectors, float32)
+{%- endif %}
+and returns float32 `logits` and class `probabilities`. Loading it needs
+TensorFlow only: no Keras, no code of this project.
+"""
+
+import logging
+import os
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError, first_line
+{%- if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
+{%- endif %}
+from {{ cookiecutter.package_name }}.compat import save_for_serving
+{%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.images import IMAGE_SIZE, each_image, evaluation_image_from_jpeg
+{%- else %}
+from {{ cookiecutter.package_name }}.data import NUM_FEATURES
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "yes" %}
+from {{ cookiecutter.package_name }}.model import build_model, set_precision_policy
+{%- else %}
+from {{ cookiecutter.package_name }}.model import build_model
+{%- endif %}
+
+log = logging.getLogger(__name__)
+
+SIGNATURE = "serving_default"
+# What `train` writes at the end of a run (see controller.py).
+FINAL_WEIGHTS = "final.weights.h5"
+
+
+class ExportError(TrainerError):
+    pass
+
+
+def trained_model(model_dir):
+    """The model with the final weights of the finished run in `model_dir`, in float32."""
+    weights = os.path.join(model_dir, FINAL_WEIGHTS)
+    if not tf.io.gfile.isdir(model_dir):
+        raise ExportError(
+            f"--model-dir {model_dir} does not exist - pass the --model-dir of a `train` run"
+        )
+    if not tf.io.gfile.exists(weights):
+        raise ExportError(
+            f"{model_dir} has no {FINAL_WEIGHTS}: its run has not finished - run the same"
+            " `train` command again to finish it (it resumes), then export"
+        )
+{%- if cookiecutter.mixed_precision == "yes" %}
+    # Weights are float32 under mixed_float16 too; serving computes in float32.
+    set_precision_policy(False)
+{%- endif %}
+    model = build_model()
+    try:
+        model.load_weights(weights)
+    except (ValueError, OSError) as err:
+        raise ExportError(
+            f"{weights} does not fit this model ({first_line(err)}) - export with the"
+            " code that trained it"
+        ) from None
+    return model
+
+
+def serving_function(model):
+{%- if cookiecutter.task == "image" %}
+    """JPEG bytes -> logits and probabilities (float32), preprocessed as evaluation is."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+    def serve(image_bytes):
+        images = each_image(evaluation_image_from_jpeg, image_bytes)
+        images.set_shape([None, IMAGE_SIZE, IMAGE_SIZE, 3])
+        logits = tf.cast(model(images, training=False), tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
+{%- else %}
+    """Feature vectors -> logits and probabilities (float32)."""
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")]
+    )
+    def serve(features):
+        logits = tf.cast(model(features, training=False), tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
+{%- endif %}
+
+    return serve
+
+
+def next_version(export_dir):
+    """1 + the highest version under `export_dir` (TensorFlow Serving loads the highest)."""
+    if not tf.io.gfile.isdir(export_dir):
+        return 1
+    versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
+                if name.rstrip("/").isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export(model_dir, export_dir=None):
+    """Write the SavedModel of the run in `model_dir` as the next version under
+    `export_dir` (default: `<model-dir>/export`); return its path
+{%- if cookiecutter.distribution == "multi_worker" %}, or None on a
+    worker that is not the chief (the chief exports)
+{%- endif %}."""
+{%- if cookiecutter.distribution == "multi_worker" %}
+    if not is_chief_task(read_tf_config()):
+        log.info("not the chief: the chief exports")
+        return None
+{%- endif %}
+    export_dir = export_dir or os.path.join(model_dir, "export")
+    model = trained_model(model_dir)
+    version = next_version(export_dir)
+    path = os.path.join(export_dir, str(version))
+    # Written under a name Serving ignores, then renamed: Serving never loads a
+    # version half-written.
+    partial = os.path.join(export_dir, f".partial-{version}")
+    try:
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.rmtree(partial)
+        tf.io.gfile.makedirs(export_dir)
+        save_for_serving(model, serving_function(model), partial)
+        tf.io.gfile.rename(partial, path)
+    except tf.errors.OpError as err:
+        raise ExportError(
+            f"cannot write {path}: {first_line(err.message)} - pass a writable --export-dir"
+        ) from None
+    log.info("exported version %d to %s (signature %s)", version, path, SIGNATURE)
+    return path
