@@ -41,8 +41,9 @@ test: $(VENV)/.installed
 test-fast: $(VENV)/.installed
 	$(PYTEST) -m "not slow"
 
+# SLOW_SHARD=K/N: only the K-th of N shares of the slow tier (parallel CI jobs).
 test-slow: $(VENV)/.installed
-	$(PYTEST) -m slow
+	$(PYTEST) -m slow $(if $(SLOW_SHARD),--slow-shard $(SLOW_SHARD))
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check hooks tests benchmarks local_extensions.py

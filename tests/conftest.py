@@ -5,6 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hooks"))
 
@@ -42,3 +44,39 @@ def hook_error(capfd):
 def leftovers(tmp_path):
     """Files and directories a bake left in the cookies output directories."""
     return sorted(p for p in (tmp_path / "cookies").rglob("*"))
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow-shard",
+        metavar="K/N",
+        help="run only the K-th of N shares of the slow tier (CI jobs in parallel)",
+    )
+
+
+def parse_shard(text):
+    """'K/N' -> (K, N), 1 <= K <= N; a pytest usage error naming the value otherwise."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise pytest.UsageError(
+            f"--slow-shard {text!r} is not K/N with 1 <= K <= N - e.g. --slow-shard 1/4"
+        )
+    return int(k), int(n)
+
+
+def shard_of(items, k, n):
+    """The K-th of N shares, round robin: the heavy combinations (listed first)
+    land in different shares."""
+    return items[k - 1 :: n]
+
+
+def pytest_collection_modifyitems(config, items):
+    text = config.getoption("--slow-shard")
+    if text is None:
+        return
+    k, n = parse_shard(text)
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    kept = set(shard_of(slow, k, n))
+    deselected = [item for item in slow if item not in kept]
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = [item for item in items if item not in deselected]
