@@ -69,6 +69,10 @@ def check_project(project, options):
         text=True,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+    formatted = subprocess.run(
+        [*RUFF, "format", "--no-cache", "--diff", "."], cwd=project, capture_output=True, text=True
+    )
+    assert formatted.returncode == 0, "not `ruff format` clean:\n" + formatted.stdout[-3000:]
 
 
 @pytest.mark.parametrize("options", COMBINATIONS, ids=combination_id)

@@ -92,6 +92,7 @@ def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cook
     # default run's in the last bits), but two runs with the flag agree exactly.
     fingerprints = []
     for run in ("first", "second"):
+        # fmt: off
         result = cli(
             "train", "--deterministic", "--epochs", "1", "--steps-per-epoch", "4",
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -99,6 +100,7 @@ def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cook
 {%- endif %}
             "--model-dir", str(tmp_path / run), "--summary-json", str(tmp_path / f"{run}.json"),
         )
+        # fmt: on
         assert result.returncode == 0, result.stderr
         assert "deterministic ops: on" in result.stderr
         fingerprints.append(read_json(tmp_path / f"{run}.json")["weights_fingerprint"])

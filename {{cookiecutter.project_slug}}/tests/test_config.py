@@ -39,7 +39,7 @@ def test_unknown_key_is_refused(tmp_path):
     [
         ('epochs = "three"', r"epochs='three' has the wrong type - expected int"),
         ("epochs = true", r"epochs=True has the wrong type - expected int"),
-        ("learning_rate = \"fast\"", r"learning_rate='fast' has the wrong type - expected float"),
+        ('learning_rate = "fast"', r"learning_rate='fast' has the wrong type - expected float"),
         ("epochs = 0", r"epochs=0 must be at least 1"),
         ("steps_per_epoch = -2", r"steps_per_epoch=-2 must be at least 1"),
         ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, sgd"),

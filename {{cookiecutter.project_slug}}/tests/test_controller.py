@@ -65,7 +65,10 @@ def run(one_device, sgd_config, caplog):
 
     def start(name, **engine_options):
         config = sgd_config(
-            name, 32, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH,
+            name,
+            32,
+            epochs=EPOCHS,
+            steps_per_epoch=STEPS_PER_EPOCH,
             checkpoint_every=CHECKPOINT_EVERY,
         )
         engine = StubEngine(one_device, **{"steps_per_call": 1, **engine_options})
@@ -86,8 +89,9 @@ def saved_steps(messages):
 
 def resumed_at(messages):
     """The global step a run resumed from, read from its `resumed from` line."""
-    (epoch, step), = re.findall(r"^resumed from epoch (\d+) step (\d+)$", "\n".join(messages),
-                                re.MULTILINE)
+    ((epoch, step),) = re.findall(
+        r"^resumed from epoch (\d+) step (\d+)$", "\n".join(messages), re.MULTILINE
+    )
     return int(epoch) * STEPS_PER_EPOCH + int(step)
 
 
@@ -118,7 +122,7 @@ def test_a_kill_loses_at_most_checkpoint_every_steps(run, killed_after):
     # The data position is restored: the resumed run trains on exactly the batches
     # the uninterrupted run trained on from there, and ends with its losses.
     assert engine.batches_seen == reference.batches_seen[expected:]
-    assert resumed["losses"] == uninterrupted["losses"][expected // STEPS_PER_EPOCH:]
+    assert resumed["losses"] == uninterrupted["losses"][expected // STEPS_PER_EPOCH :]
     assert resumed["final_loss"] == uninterrupted["final_loss"]
 
 

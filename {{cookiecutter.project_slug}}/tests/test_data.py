@@ -68,8 +68,11 @@ def test_two_replicas_together_see_the_one_device_batches(two_replicas):
     """Replica shares of step S, together, are global batch S of the one-device order."""
     plan = plan_for(128, 32)
     together = [
-        sorted(row for part in two_replicas.experimental_local_results(features)
-               for row in part.numpy().tolist())
+        sorted(
+            row
+            for part in two_replicas.experimental_local_results(features)
+            for row in part.numpy().tolist()
+        )
         for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
     ]
     alone = [sorted(batch) for batch in rows(worker_batches(plan, seed=3, epoch=1, first_step=0))]
@@ -109,7 +112,9 @@ def test_steps_per_epoch_continues_the_stream_across_epochs():
 def test_evaluation_batches_keep_their_order_and_the_short_last_batch():
     plan = plan_for(64, 32, evaluation=source(70))
     assert rows(evaluation_batches(plan)) == [
-        list(range(32)), list(range(32, 64)), list(range(64, 70))
+        list(range(32)),
+        list(range(32, 64)),
+        list(range(64, 70)),
     ]
 {%- if cookiecutter.task == "image" %}
 
@@ -125,8 +130,11 @@ def test_augmentation_is_the_same_on_any_number_of_replicas_and_after_a_resume(t
     alone = step_images(worker_batches(plan, seed=3, epoch=1, first_step=0))
     assert step_images(worker_batches(plan, seed=3, epoch=1, first_step=2)) == alone[2:]
     together = [
-        sorted(image.tobytes() for part in two_replicas.experimental_local_results(features)
-               for image in part.numpy())
+        sorted(
+            image.tobytes()
+            for part in two_replicas.experimental_local_results(features)
+            for image in part.numpy()
+        )
         for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
     ]
     assert together == alone

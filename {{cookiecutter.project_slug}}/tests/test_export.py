@@ -38,14 +38,25 @@ def serve_in_a_fresh_process(export_path, inputs, tmp_path):
     tf.io.write_file(str(tmp_path / "inputs"), tf.io.serialize_tensor(inputs))
     environment = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     client = subprocess.run(
-        [sys.executable, "-c", CLIENT, export_path, str(tmp_path / "inputs"),
-         inputs.dtype.name, str(tmp_path / "outputs")],
-        capture_output=True, text=True, timeout=300, env=environment,
+        [
+            sys.executable,
+            "-c",
+            CLIENT,
+            export_path,
+            str(tmp_path / "inputs"),
+            inputs.dtype.name,
+            str(tmp_path / "outputs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
     )
     assert client.returncode == 0, client.stderr[-3000:]
     return {
-        name: tf.io.parse_tensor(tf.io.read_file(str(tmp_path / f"outputs.{name}")), tf.float32)
-        .numpy()
+        name: tf.io.parse_tensor(
+            tf.io.read_file(str(tmp_path / f"outputs.{name}")), tf.float32
+        ).numpy()
         for name in ("logits", "probabilities")
     }
 
@@ -66,9 +77,7 @@ def requests_and_model_inputs():
 def test_the_export_reloads_with_tensorflow_alone_and_predicts_like_the_trained_model(
     one_device, sgd_config, tmp_path, loop
 ):
-    config = sgd_config(
-        "trained", 16, epochs=1, steps_per_epoch=3{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %}
-    )
+    config = sgd_config("trained", 16, epochs=1, steps_per_epoch=3{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
     summary = train(config, one_device)
     serving = tmp_path / "serving"
     assert export(config.model_dir, str(serving)) == str(serving / "1")

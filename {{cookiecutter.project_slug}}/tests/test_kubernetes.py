@@ -115,7 +115,10 @@ def test_the_image_runs_as_an_unprivileged_user():
 def test_make_image_builds_and_tags_the_image():
     dry_run = subprocess.run(
         ["make", "-n", "image", "IMAGE=registry.test/team/trainer:2.0"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert dry_run.stdout.strip() == "docker build -t registry.test/team/trainer:2.0 ."
 
@@ -144,9 +147,17 @@ def test_dockerfile_passes_hadolint():
 def test_make_tfjob_sets_image_workers_and_gpus(tmp_path):
     output = tmp_path / "tfjob.yaml"
     subprocess.run(
-        ["make", "-s", "tfjob", "IMAGE=registry.test/team/trainer:2.0", "WORKERS=4",
-         "GPUS_PER_WORKER=8", f"TFJOB={output}"],
-        cwd=ROOT, check=True,
+        [
+            "make",
+            "-s",
+            "tfjob",
+            "IMAGE=registry.test/team/trainer:2.0",
+            "WORKERS=4",
+            "GPUS_PER_WORKER=8",
+            f"TFJOB={output}",
+        ],
+        cwd=ROOT,
+        check=True,
     )
     rendered = yaml.safe_load(output.read_text(encoding="utf-8"))
     jsonschema.validate(rendered, SCHEMA)

@@ -32,6 +32,7 @@ def one_file_data_dir(tmp_path_factory):
 
 
 def train_flags(model_dir, loop, *extra):
+    # fmt: off
     flags = [
         "--model-dir", str(model_dir),
         "--optimizer", "sgd",
@@ -48,6 +49,7 @@ def train_flags(model_dir, loop, *extra):
         "--loop", loop,
 {%- endif %}
     ]
+    # fmt: on
     return [*flags, *extra]
 
 
@@ -63,13 +65,11 @@ def test_two_workers_train_like_two_replicas_in_one_process(
 ):
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(one_file_data_dir){% endif %}]
     summary_path = tmp_path / "summary.json"
-    output = launched(
-        cli, "train", *train_flags(tmp_path / "workers", loop, "--epochs", "2",
+    flags = ["--epochs", "2", "--summary-json", str(summary_path), *data]
 {%- if cookiecutter.task == "image" %}
-                                   "--steps-per-epoch", "2",
+    flags += ["--steps-per-epoch", "2"]
 {%- endif %}
-                                   "--summary-json", str(summary_path), *data)
-    )
+    output = launched(cli, "train", *train_flags(tmp_path / "workers", loop, *flags))
     summary = read_json(summary_path)
     assert (summary["replicas"], summary["workers"]) == (WORKERS, WORKERS)
     assert summary["global_batch_size"] == 64 * WORKERS
@@ -86,29 +86,29 @@ def test_two_workers_train_like_two_replicas_in_one_process(
     assert_same_weights(summary["weights_path"], single["weights_path"], atol=1e-5)
 
 
+@pytest.mark.processes
 def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     model_dir = tmp_path / "run"
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1",
-                                                "--steps-per-epoch", "4", *data))
-    assert sorted(path.name for path in model_dir.iterdir()) == [
-        "checkpoints", "final.weights.h5", "logs", "model.keras"
-    ], "another worker's files were left in the model directory"
+    flags = ["--steps-per-epoch", "4", *data]
+    first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1", *flags))
+    # Only the chief's files: no other worker's were left in the model directory.
+    written = sorted(path.name for path in model_dir.iterdir())
+    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras"]
     assert first.count("starting fresh") == WORKERS
     summary_path = tmp_path / "summary.json"
-    second = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "2",
-                                                 "--steps-per-epoch", "4", *data,
-                                                 "--summary-json", str(summary_path)))
+    flags += ["--summary-json", str(summary_path)]
+    second = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "2", *flags))
     # Every worker restored the chief's checkpoint: only epoch 2 ran.
     assert len(read_json(summary_path)["losses"]) == 1
     assert second.count("resumed from epoch 1 step 0") == WORKERS
 
 
 def start_launcher(*command):
+    launch = [sys.executable, "-m", "{{ cookiecutter.package_name }}", "launch"]
     return subprocess.Popen(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}", "launch", "--workers",
-         str(WORKERS), "--", *command],
+        [*launch, "--workers", str(WORKERS), "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -144,6 +144,7 @@ def wait_for(launcher, text, timeout=300):
         watchdog.cancel()
 
 
+@pytest.mark.processes
 def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     launcher = start_launcher("train", "--epochs", "1000", "--model-dir", str(tmp_path), *data)
@@ -161,13 +162,14 @@ def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cooki
     assert "[launch] error: worker 1 was killed by SIGKILL - stopped the others\n" in output
 
 
+@pytest.mark.processes
 def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     # 24 steps per epoch, a checkpoint every 5: the kill early in epoch 2 leaves
     # checkpoints inside that epoch only.
-    command = ["train", "--epochs", "2", "--steps-per-epoch", "24", "--steps-per-call", "1",
-               "--checkpoint-every", "5", *data]
+    command = ["train", "--epochs", "2", "--steps-per-epoch", "24", "--steps-per-call", "1"]
+    command += ["--checkpoint-every", "5", *data]
     uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
     relaunched_dir = tmp_path / "killed"
     killed = start_launcher(*command, *train_flags(relaunched_dir, loop))
@@ -180,8 +182,9 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
     finally:
         stop_launcher(killed)
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
-    resumed = re.findall(r"^\[worker \d\] resumed from epoch (\d+) step (\d+)$", relaunched,
-                         re.MULTILINE)
+    resumed = re.findall(
+        r"^\[worker \d\] resumed from epoch (\d+) step (\d+)$", relaunched, re.MULTILINE
+    )
     assert len(resumed) == WORKERS and len(set(resumed)) == 1, relaunched[-3000:]
     assert resumed[0][0] == "1" and resumed[0][1] != "0", f"not mid-epoch: {resumed[0]}"
     expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
@@ -189,8 +192,13 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
     assert len(expected) == 1
 
 
+@pytest.mark.processes
 def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resumes(
-    cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+    cli,
+    tmp_path,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
 ):
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
@@ -206,8 +214,11 @@ def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resu
     finally:
         stop_launcher(preempted)
     assert code == 143, output[-3000:]
-    saved = dict(re.findall(r"^\[worker (\d+)\] preempted: (saved epoch \d+ step \d+)$",
-                            output, re.MULTILINE))
+    saved = dict(
+        re.findall(
+            r"^\[worker (\d+)\] preempted: (saved epoch \d+ step \d+)$", output, re.MULTILINE
+        )
+    )
     assert sorted(saved) == ["0", "1"], output[-3000:]
     assert saved["0"] == saved["1"], f"the workers saved different steps: {saved}"
     relaunched = launched(cli, *command, *train_flags(preempted_dir, loop))
@@ -233,8 +244,16 @@ def test_two_workers_run_every_planned_step_on_awkward_shapes(
     before (facts, section 11); files that cannot balance fall back to DATA."""
     write_shards(tmp_path, counts)
     summary_path = tmp_path / "summary.json"
-    flags = train_flags(tmp_path / "run", LOOPS[-1], "--epochs", "2", "--data-dir", str(tmp_path),
-                        "--summary-json", str(summary_path))
+    flags = train_flags(
+        tmp_path / "run",
+        LOOPS[-1],
+        "--epochs",
+        "2",
+        "--data-dir",
+        str(tmp_path),
+        "--summary-json",
+        str(summary_path),
+    )
     output = launched(cli, "train", *flags, "--per-replica-batch-size", str(per_replica))
     assert f"input sharding across {WORKERS} workers: train {policy}" in output
     summary = read_json(summary_path)

@@ -26,6 +26,7 @@ CHECKPOINT_EVERY = 5
 
 
 def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # fmt: off
     command = [
         sys.executable, "-m", "{{ cookiecutter.package_name }}", "train",
 {%- if cookiecutter.distribution == "mirrored" %}
@@ -38,6 +39,7 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),
 {%- endif %}
     ]
+    # fmt: on
 {%- if cookiecutter.training_loop == "both" %}
     return [*command, "--loop", loop]
 {%- else %}
@@ -64,9 +66,10 @@ def run_and_stop(command, after_saves, delay, signum=signal.SIGKILL):
     try:
         for line in process.stderr:
             lines.append(line)
-            if line.startswith("checkpoint: ") and sum(
-                seen.startswith("checkpoint: ") for seen in lines
-            ) == after_saves:
+            if (
+                line.startswith("checkpoint: ")
+                and sum(seen.startswith("checkpoint: ") for seen in lines) == after_saves
+            ):
                 threading.Timer(delay, process.send_signal, args=(signum,)).start()
                 break
         lines += process.stderr.read().splitlines(keepends=True)
@@ -101,16 +104,23 @@ def assert_same_result(resumed_dir, reference_dir):
     return actual
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("loop", LOOPS)
 def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(
-    tmp_path, uninterrupted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+    tmp_path,
+    uninterrupted,
+    loop,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
 ):
     reference, resumed = uninterrupted(loop), tmp_path / "killed"
     command = train_command(resumed, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
     moments = random.Random(f"{loop}-kills")
     for _ in range(KILLS):
-        code, _ = run_and_stop(command, after_saves=moments.randint(1, 3),
-                               delay=moments.uniform(0, 0.3))
+        code, _ = run_and_stop(
+            command, after_saves=moments.randint(1, 3), delay=moments.uniform(0, 0.3)
+        )
         assert code == -signal.SIGKILL, f"the run ended before it was killed (exit code {code})"
     log = run_to_the_end(command)
     position = re.search(r"^resumed from epoch (\d+) step (\d+)$", log, re.MULTILINE)
@@ -120,9 +130,15 @@ def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(
     assert summary["resumed_from"] == {"epoch": epoch, "step": step}
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("loop", LOOPS)
 def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(
-    tmp_path, uninterrupted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}
+    tmp_path,
+    uninterrupted,
+    loop,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
 ):
     reference, preempted = uninterrupted(loop), tmp_path / "preempted"
     command = train_command(preempted, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})

@@ -58,8 +58,11 @@ def test_sbatch_requeues_only_a_preempted_run(tmp_path, train_status, script_sta
         tool.chmod(0o755)
     result = subprocess.run(
         ["bash", str(SBATCH)],
-        env={**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
-             "SLURM_JOB_ID": "4242"},
+        env={
+            **os.environ,
+            "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
+            "SLURM_JOB_ID": "4242",
+        },
         capture_output=True,
         text=True,
     )

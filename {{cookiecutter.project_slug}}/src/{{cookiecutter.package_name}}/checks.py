@@ -532,9 +532,7 @@ def step_examples_per_second(strategy, config, plan):
 def check_variables(run):
     variables = run.variables()
     local = [
-        f"{owner} {variable.name}"
-        for owner, variable in variables
-        if not is_distributed(variable)
+        f"{owner} {variable.name}" for owner, variable in variables if not is_distributed(variable)
     ]
     if local:
         raise CheckFailed(
@@ -576,7 +574,8 @@ def check_upstream(replicas, runs):
     for run in runs:
         optimizer = getattr(run.optimizer, "inner_optimizer", run.optimizer)
         clipping = [
-            name for name in ("clipnorm", "global_clipnorm", "clipvalue")
+            name
+            for name in ("clipnorm", "global_clipnorm", "clipvalue")
             if getattr(optimizer, name, None)
         ]
         if clipping and replicas > 1:
@@ -600,8 +599,7 @@ def check_upstream(replicas, runs):
     )
 {%- else %}
     return (
-        f"tf_keras {keras.__version__}: no option of this project is known to be broken"
-        " upstream",
+        f"tf_keras {keras.__version__}: no option of this project is known to be broken upstream",
         True,
     )
 {%- endif %}
@@ -681,7 +679,16 @@ def check_training_step(report, {% if cookiecutter.training_loop == "both" %}loo
     split_ok = report.run(batch_split, check_batch_split, run, plan, replicas)
     steps = min(SYNC_STEPS, plan.steps_per_epoch)
     report.run(
-        sync, compare_with_one_device, {% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, split_ok is not None
+        sync,
+        compare_with_one_device,
+{%- if cookiecutter.training_loop == "both" %}
+        loop,
+{%- endif %}
+        strategy,
+        config,
+        plan,
+        steps,
+        split_ok is not None,
     )
     return run
 

@@ -120,9 +120,7 @@ def build_parser():
     common.add_argument(
         "--verbose", action="store_true", help="show TensorFlow's own start-up and info logs"
     )
-    commands = parser.add_subparsers(
-        dest="command", required=True, parser_class=ArgumentParser
-    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     train = commands.add_parser("train", parents=[common], help="train the model")
     add_config_flags(train)

@@ -62,8 +62,7 @@ def parse_tf_config(text):
         _fail(f"task.index={index!r} is not an integer")
     if not 0 <= index < len(cluster[task_type]):
         _fail(
-            f"task.index={index} is out of range for {len(cluster[task_type])}"
-            f" {task_type} task(s)",
+            f"task.index={index} is out of range for {len(cluster[task_type])} {task_type} task(s)",
             f"use 0 to {len(cluster[task_type]) - 1}",
         )
     return config

@@ -183,7 +183,10 @@ class Controller:
         epoch, step = self.progress.position
         log.info(
             "checkpoint: epoch %d step %d (global step %d) in %s",
-            epoch, step, self.global_step, path,
+            epoch,
+            step,
+            self.global_step,
+            path,
         )
 
     def finish(self, resumed_from):
@@ -205,7 +208,8 @@ class Controller:
             "steps_per_epoch": self.plan.steps_per_epoch,
             "checkpoint_every": self.config.checkpoint_every,
             "resumed_from": (
-                None if resumed_from is None
+                None
+                if resumed_from is None
                 else {"epoch": resumed_from[0], "step": resumed_from[1]}
             ),
             "global_step": self.global_step,

@@ -358,7 +358,9 @@ def make_plan(train, evaluation, global_batch_size, num_workers=1, steps_per_epo
     if num_workers > 1:
         log.info(
             "input sharding across %d workers: train %s, eval %s",
-            num_workers, shards.policy.name, policy.name,
+            num_workers,
+            shards.policy.name,
+            policy.name,
         )
     return RunPlan(
         global_batch_size=global_batch_size,

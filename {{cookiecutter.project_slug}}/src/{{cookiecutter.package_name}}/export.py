@@ -23,7 +23,11 @@ from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_confi
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import save_for_serving
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.images import IMAGE_SIZE, each_image, evaluation_image_from_jpeg
+from {{ cookiecutter.package_name }}.images import (
+    IMAGE_SIZE,
+    each_image,
+    evaluation_image_from_jpeg,
+)
 {%- else %}
 from {{ cookiecutter.package_name }}.data import NUM_FEATURES
 {%- endif %}
@@ -84,9 +88,7 @@ def serving_function(model):
 {%- else %}
     """Feature vectors -> logits and probabilities (float32)."""
 
-    @tf.function(
-        input_signature=[tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")]
-    )
+    @tf.function(input_signature=[tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")])
     def serve(features):
         logits = tf.cast(model(features, training=False), tf.float32)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
@@ -99,8 +101,11 @@ def next_version(export_dir):
     """1 + the highest version under `export_dir` (TensorFlow Serving loads the highest)."""
     if not tf.io.gfile.isdir(export_dir):
         return 1
-    versions = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
-                if name.rstrip("/").isdigit()]
+    versions = [
+        int(name.rstrip("/"))
+        for name in tf.io.gfile.listdir(export_dir)
+        if name.rstrip("/").isdigit()
+    ]
     return max(versions, default=0) + 1
 
 

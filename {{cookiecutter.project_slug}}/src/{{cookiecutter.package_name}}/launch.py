@@ -106,10 +106,7 @@ def stop(processes):
 
 def describe_exit(code):
     if code is None:
-        return (
-            f"did not stop within {PREEMPTION_GRACE_SECONDS}s of another worker's"
-            " preemption"
-        )
+        return f"did not stop within {PREEMPTION_GRACE_SECONDS}s of another worker's preemption"
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with status {code}"
@@ -130,9 +127,7 @@ def launch(workers, command, gpus_per_worker=None):
     devices = worker_gpus(workers, gpus_per_worker)
     lock = threading.Lock()
     processes, forwarders = [], []
-    previous_handler = signal.signal(
-        signal.SIGTERM, lambda signum, frame: send_sigterm(processes)
-    )
+    previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: send_sigterm(processes))
     preempted_since = None
     try:
         for index, tf_config in enumerate(worker_tf_configs(free_ports(workers))):
