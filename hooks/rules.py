@@ -273,6 +273,7 @@ CONDITIONAL_FILES = {
 
 ALWAYS_FILES = (
     ".gitignore",
+    ".pre-commit-config.yaml",
     "README.md",
     "pyproject.toml",
     "Makefile",
