@@ -114,7 +114,8 @@ def test_the_image_runs_as_an_unprivileged_user():
 
 def test_make_image_builds_and_tags_the_image():
     dry_run = subprocess.run(
-        ["make", "-n", "image", "IMAGE=registry.test/team/trainer:2.0"],
+        # --no-print-directory: under another make (make test), no "Entering directory".
+        ["make", "-n", "--no-print-directory", "image", "IMAGE=registry.test/team/trainer:2.0"],
         cwd=ROOT,
         capture_output=True,
         text=True,
