@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 # Refuse to start with less room than this for checkpoints and the final model.
 MIN_FREE_BYTES = 64 * 2**20
 CHECKPOINT_DIR = "checkpoints"
+# The finished run's weights (what `export` reads).
+FINAL_WEIGHTS = "final.weights.h5"
 # The newest checkpoints kept: a save killed half-way never replaces the last good one.
 KEEP_CHECKPOINTS = 2
 

@@ -328,16 +328,14 @@ def native_startup_noise_hidden():
 def start_tensorflow(verbose):
     """Load TensorFlow and look for GPUs (where CUDA prints its start-up lines);
     quietly unless `verbose`."""
+    if not verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with contextlib.nullcontext() if verbose else native_startup_noise_hidden():
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")
     if verbose:
-        import tensorflow as tf
-
-        tf.config.list_physical_devices("GPU")
         return
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with native_startup_noise_hidden():
-        import tensorflow as tf
-
-        tf.config.list_physical_devices("GPU")
     # TensorFlow's info lines (each checkpoint save logs its sharding time) and a
     # warning tf.distribute's own input code triggers on every traced dataset.
     for name in ("tensorflow", "absl"):

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError
 from {{ cookiecutter.package_name }}.checkpointing import (
+    FINAL_WEIGHTS,
     Checkpoints,
     Progress,
     fingerprint,
@@ -193,7 +194,7 @@ class Controller:
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
         eval_loss, eval_metric = self.last_eval or self.evaluate()
-        weights_path = self.write_dir / "final.weights.h5"
+        weights_path = self.write_dir / FINAL_WEIGHTS
         model.save_weights(str(weights_path))
         model.save(str(self.write_dir / "model.keras"))
         remove_worker_dir(self.write_dir, self.model_dir)
@@ -221,7 +222,7 @@ class Controller:
             "final_metric": self.final_metric,
             "eval_loss": eval_loss,
             "eval_metric": eval_metric,
-            "weights_path": str(self.model_dir / "final.weights.h5"),
+            "weights_path": str(self.model_dir / FINAL_WEIGHTS),
             "weights_fingerprint": fingerprint(model.get_weights()),
         }
         log.info("final weights fingerprint: %s", summary["weights_fingerprint"])

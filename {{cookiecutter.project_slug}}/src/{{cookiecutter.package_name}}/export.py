@@ -18,16 +18,13 @@ import os
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
+from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS
 {%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import save_for_serving
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.images import (
-    IMAGE_SIZE,
-    each_image,
-    evaluation_image_from_jpeg,
-)
+from {{ cookiecutter.package_name }}.images import each_image, evaluation_image_from_jpeg
 {%- else %}
 from {{ cookiecutter.package_name }}.data import NUM_FEATURES
 {%- endif %}
@@ -40,8 +37,6 @@ from {{ cookiecutter.package_name }}.model import build_model
 log = logging.getLogger(__name__)
 
 SIGNATURE = "serving_default"
-# What `train` writes at the end of a run (see controller.py).
-FINAL_WEIGHTS = "final.weights.h5"
 
 
 class ExportError(TrainerError):
@@ -81,16 +76,14 @@ def serving_function(model):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
     def serve(image_bytes):
-        images = each_image(evaluation_image_from_jpeg, image_bytes)
-        images.set_shape([None, IMAGE_SIZE, IMAGE_SIZE, 3])
-        logits = tf.cast(model(images, training=False), tf.float32)
+        logits = model(each_image(evaluation_image_from_jpeg, image_bytes), training=False)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 {%- else %}
     """Feature vectors -> logits and probabilities (float32)."""
 
     @tf.function(input_signature=[tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")])
     def serve(features):
-        logits = tf.cast(model(features, training=False), tf.float32)
+        logits = model(features, training=False)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 {%- endif %}
 
