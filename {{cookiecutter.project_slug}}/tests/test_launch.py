@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from {{ cookiecutter.package_name }}.launch import LaunchError, {% if cookiecutt
 from {{ cookiecutter.package_name }}.training import train
 
 WORKERS = 2
-FINGERPRINT = re.compile(r"^\[worker (\d+)\] final weights fingerprint: (\w+)$", re.MULTILINE)
+FINGERPRINT = re.compile(r"^final weights fingerprint: (\w+)$", re.MULTILINE)
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -59,6 +60,25 @@ def launched(cli, *command):
     return result.stdout
 
 
+def worker_logs(output, model_dir):
+    """Every worker's log {index: text}: the chief's lines from the launcher's
+    output, each other worker's from its file in the model directory."""
+    lines = output.splitlines(keepends=True)
+    logs = {0: "".join(line[11:] for line in lines if line.startswith("[worker 0] "))}
+    for index in range(1, WORKERS):
+        logs[index] = (Path(model_dir) / f"worker-{index}.log").read_text()
+    return logs
+
+
+def one_fingerprint(output, model_dir):
+    """The final weights' fingerprint, the same on every worker (the last run's)."""
+    logs = worker_logs(output, model_dir)
+    found = {index: FINGERPRINT.findall(text)[-1:] for index, text in logs.items()}
+    assert len({tuple(value) for value in found.values()}) == 1, f"workers differ: {found}"
+    assert found[0], "no worker printed its fingerprint"
+    return found[0][0]
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_two_workers_train_like_two_replicas_in_one_process(
     cli, tmp_path, two_replicas, sgd_config, loop{% if cookiecutter.data_source == "tfrecord" %}, one_file_data_dir{% endif %}
@@ -69,13 +89,16 @@ def test_two_workers_train_like_two_replicas_in_one_process(
 {%- if cookiecutter.task == "image" %}
     flags += ["--steps-per-epoch", "2"]
 {%- endif %}
-    output = launched(cli, "train", *train_flags(tmp_path / "workers", loop, *flags))
+    model_dir = tmp_path / "workers"
+    output = launched(cli, "train", *train_flags(model_dir, loop, *flags))
     summary = read_json(summary_path)
     assert (summary["replicas"], summary["workers"]) == (WORKERS, WORKERS)
     assert summary["global_batch_size"] == 64 * WORKERS
-    fingerprints = dict(FINGERPRINT.findall(output))
-    assert sorted(fingerprints) == [str(index) for index in range(WORKERS)]
-    assert len(set(fingerprints.values())) == 1, f"workers' weights differ: {fingerprints}"
+    assert one_fingerprint(output, model_dir) == summary["weights_fingerprint"]
+    # Only the chief prints progress; worker 1 logs to its file.
+    assert "[worker 0] epoch 2/2" in output and "[worker 1] epoch" not in output
+    assert f"[worker 1] worker 1 logs to {model_dir / 'worker-1.log'}\n" in output
+    assert "epoch 2/2" in worker_logs(output, model_dir)[1]
     # The same global batch on 2 logical replicas of one process.
     single = train(
         sgd_config("one-process", 64, epochs=2{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %}{% if cookiecutter.data_source == "tfrecord" %}, data_dir=str(one_file_data_dir){% endif %}),
@@ -95,14 +118,16 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1", *flags))
     # Only the chief's files: no other worker's were left in the model directory.
     written = sorted(path.name for path in model_dir.iterdir())
-    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras"]
-    assert first.count("starting fresh") == WORKERS
+    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "worker-1.log"]
+    logs = worker_logs(first, model_dir)
+    assert [text.count("starting fresh") for text in logs.values()] == [1] * WORKERS
     summary_path = tmp_path / "summary.json"
     flags += ["--summary-json", str(summary_path)]
     second = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "2", *flags))
     # Every worker restored the chief's checkpoint: only epoch 2 ran.
     assert len(read_json(summary_path)["losses"]) == 1
-    assert second.count("resumed from epoch 1 step 0") == WORKERS
+    logs = worker_logs(second, model_dir)
+    assert [text.count("resumed from epoch 1 step 0") for text in logs.values()] == [1] * WORKERS
 
 
 def start_launcher(*command):
@@ -149,7 +174,7 @@ def test_killing_a_worker_stops_the_launch_within_30_seconds(tmp_path{% if cooki
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     launcher = start_launcher("train", "--epochs", "1000", "--model-dir", str(tmp_path), *data)
     try:
-        pids = wait_for(launcher, "[worker 1] epoch 1/1000")  # training is under way
+        pids = wait_for(launcher, "[worker 0] epoch 1/1000")  # training is under way
         killed_at = time.monotonic()
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
         output, _ = launcher.communicate(timeout=60)
@@ -182,14 +207,14 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
     finally:
         stop_launcher(killed)
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
-    resumed = re.findall(
-        r"^\[worker \d\] resumed from epoch (\d+) step (\d+)$", relaunched, re.MULTILINE
-    )
-    assert len(resumed) == WORKERS and len(set(resumed)) == 1, relaunched[-3000:]
-    assert resumed[0][0] == "1" and resumed[0][1] != "0", f"not mid-epoch: {resumed[0]}"
-    expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
-    assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
-    assert len(expected) == 1
+    resumed = [
+        re.findall(r"^resumed from epoch (\d+) step (\d+)$", text, re.MULTILINE)
+        for text in worker_logs(relaunched, relaunched_dir).values()
+    ]
+    assert resumed[0] and resumed == [resumed[0]] * WORKERS, resumed
+    assert resumed[0][0][0] == "1" and resumed[0][0][1] != "0", f"not mid-epoch: {resumed[0]}"
+    expected = one_fingerprint(uninterrupted, tmp_path / "uninterrupted")
+    assert one_fingerprint(relaunched, relaunched_dir) == expected
 
 
 @pytest.mark.processes
@@ -207,26 +232,24 @@ def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resu
     preempted_dir = tmp_path / "preempted"
     preempted = start_launcher(*command, *train_flags(preempted_dir, loop))
     try:
-        pids = wait_for(preempted, "[worker 1] epoch 1/3")
+        pids = wait_for(preempted, "[worker 0] epoch 1/3")
         subprocess.run(["kill", "-TERM", str(pids[1])], check=True)  # worker 1 only
         output, _ = preempted.communicate(timeout=120)
         code = preempted.returncode
     finally:
         stop_launcher(preempted)
     assert code == 143, output[-3000:]
-    saved = dict(
-        re.findall(
-            r"^\[worker (\d+)\] preempted: (saved epoch \d+ step \d+)$", output, re.MULTILINE
-        )
-    )
-    assert sorted(saved) == ["0", "1"], output[-3000:]
-    assert saved["0"] == saved["1"], f"the workers saved different steps: {saved}"
+    saved = [
+        re.findall(r"^preempted: (saved epoch \d+ step \d+)$", text, re.MULTILINE)
+        for text in worker_logs(output, preempted_dir).values()
+    ]
+    assert saved[0] and saved == [saved[0]] * WORKERS, f"the workers saved: {saved}"
     relaunched = launched(cli, *command, *train_flags(preempted_dir, loop))
-    position = saved["0"].replace("saved ", "resumed from ")
-    assert relaunched.count(f"] {position}\n") == WORKERS
-    expected = set(dict(FINGERPRINT.findall(uninterrupted)).values())
-    assert set(dict(FINGERPRINT.findall(relaunched)).values()) == expected
-    assert len(expected) == 1
+    position = saved[0][0].replace("saved ", "resumed from ")
+    logs = worker_logs(relaunched, preempted_dir)
+    assert [text.count(f"{position}\n") for text in logs.values()] == [1] * WORKERS
+    expected = one_fingerprint(uninterrupted, tmp_path / "uninterrupted")
+    assert one_fingerprint(relaunched, preempted_dir) == expected
 
 
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -259,7 +282,7 @@ def test_two_workers_run_every_planned_step_on_awkward_shapes(
     summary = read_json(summary_path)
     steps = sum(counts) // (per_replica * WORKERS)
     assert (summary["steps_per_epoch"], summary["global_step"]) == (steps, 2 * steps)
-    assert len(set(dict(FINGERPRINT.findall(output)).values())) == 1
+    assert one_fingerprint(output, tmp_path / "run") == summary["weights_fingerprint"]
 {%- endif %}
 
 

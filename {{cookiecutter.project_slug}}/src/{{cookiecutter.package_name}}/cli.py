@@ -14,6 +14,9 @@ import tempfile
 import time
 {%- endif %}
 import warnings
+{%- if cookiecutter.distribution == "multi_worker" %}
+from pathlib import Path
+{%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.config import load_config
@@ -220,21 +223,41 @@ def run_train(args):
     config = config_from_args(args)
     # The strategy first: it must exist before any other TensorFlow op.
     from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Preempted
+{%- if cookiecutter.distribution == "mirrored" %}
     from {{ cookiecutter.package_name }}.strategy import make_strategy
     from {{ cookiecutter.package_name }}.training import train
 
-{%- if cookiecutter.distribution == "mirrored" %}
-
     strategy = make_strategy(config.cpu_replicas)
 {%- else %}
+    from {{ cookiecutter.package_name }}.strategy import is_chief, make_strategy
+    from {{ cookiecutter.package_name }}.training import train
 
     strategy = make_strategy()
+    if not is_chief(strategy):
+        log_to_worker_file(config.model_dir, strategy.cluster_resolver)
 {%- endif %}
     try:
         train(config, strategy)
     except Preempted:
         return PREEMPTED_EXIT_STATUS
     return 0
+
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def log_to_worker_file(model_dir, resolver):
+    """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log,
+    and its console shows warnings and errors only."""
+    path = Path(model_dir) / f"{resolver.task_type}-{resolver.task_id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.info("%s %d logs to %s", resolver.task_type, resolver.task_id, path)
+    root = logging.getLogger()
+    for console in root.handlers:
+        console.setLevel(logging.WARNING)
+    log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file
+    log_file.setFormatter(logging.Formatter("%(message)s"))
+    root.addHandler(log_file)
+{%- endif %}
 
 
 def run_doctor(args):
