@@ -52,5 +52,6 @@ lint: $(VENV)/.installed
 clean:
 	rm -rf build $(VENV)
 
+# QUICK=1: small sizes and one repeat, to prove the bench runs (CI).
 bench: $(VENV)/.installed
-	$(BIN)/python benchmarks/speed.py
+	$(BIN)/python benchmarks/speed.py $(if $(QUICK),--quick)

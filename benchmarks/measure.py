@@ -1,0 +1,226 @@
+"""Measure one baked project (one task) on 2 logical CPU replicas; print JSON.
+
+Run by speed.py in a fresh process per task (one TensorFlow, one strategy):
+    python benchmarks/measure.py PACKAGE WORKDIR [--quick]
+
+Every training contender runs whole epochs over the same global batches held in
+memory (no parsing, no shuffle), traced and warmed up first, then timed in
+alternation so drift on a shared machine hits every contender alike; each
+figure is the best of the repeats.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import tutorials
+
+# Steps per call that make the per-call cost vanish: the overhead-free bound.
+OVERHEAD_FREE_STEPS_PER_CALL = 256
+# (examples per epoch, repeats, examples in the 1x startup data set) by task and mode.
+SIZES = {
+    ("tabular", False): (32768, 3, 4096),
+    ("tabular", True): (4096, 1, 512),
+    ("image", False): (4096, 3, 1024),
+    ("image", True): (512, 1, 256),
+}
+
+
+def seconds_to_first_step(package, data_dir, model_dir):
+    """A fresh `train` process: its summary's seconds from start to the first step."""
+    summary = Path(f"{model_dir}.json")
+    subprocess.run(
+        # fmt: off
+        [
+            sys.executable,
+            "-m",
+            package,
+            "train",
+            "--cpu-replicas",
+            "2",
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "2",
+            "--data-dir",
+            str(data_dir),
+            "--model-dir",
+            str(model_dir),
+            "--summary-json",
+            str(summary),
+        ],
+        # fmt: on
+        check=True,
+        capture_output=True,
+    )
+    return json.loads(summary.read_text())["seconds_to_first_step"]
+
+
+def measure(package, workdir, quick):
+    project = importlib.import_module(package)
+    task = "image" if importlib.util.find_spec(f"{package}.images") else "tabular"
+    examples_per_epoch, repeats, startup_examples = SIZES[task, quick]
+    strategy_module = importlib.import_module(f"{package}.strategy")
+    strategy = strategy_module.make_strategy(cpu_replicas=2)
+
+    import tensorflow as tf
+
+    modules = {
+        name: importlib.import_module(f"{package}.{name}")
+        for name in ("checkpointing", "checks", "config", "data", "engine_custom", "engine_fit")
+    }
+    modules["model"] = importlib.import_module(f"{package}.model")
+    data, checks = modules["data"], modules["checks"]
+    checkpointing = modules["checkpointing"]
+    engine_custom, engine_fit = modules["engine_custom"], modules["engine_fit"]
+
+    small, large = workdir / f"{task}-data-1x", workdir / f"{task}-data-20x"
+    data.make_data(small, num_files=4, examples=startup_examples)
+    data.make_data(large, num_files=4, examples=20 * startup_examples)
+    config = modules["config"].TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
+    global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
+    examples = tf.data.Dataset.from_tensor_slices(data.synthetic_examples(examples_per_epoch, 0))
+    steps = examples_per_epoch // global_batch
+    batches = examples.batch(global_batch, drop_remainder=True).cache()
+
+    def custom_engine(steps_per_call):
+        state = engine_custom.build_training_state(strategy, config)
+        return engine_custom.CustomEngine(strategy, state, global_batch, steps_per_call)
+
+    def fit_engine(steps_per_call):
+        model = engine_fit.build_compiled_model(strategy, config)
+        return engine_fit.FitEngine(strategy, model, steps_per_call)
+
+    def engine_epoch(engine):
+        """One epoch as the controller runs it: calls of steps_per_call steps, the
+        loss read on the host after each call (the only sync)."""
+        iterator = iter(strategy.experimental_distribute_dataset(batches))
+        done = 0
+        while done < steps:
+            count = min(engine.steps_per_call, steps - done)
+            loss, _ = engine.train(iterator, tf.constant(count))
+            float(loss)
+            done += count
+
+    def bare_fit_epoch(model):
+        model.fit(batches, epochs=1, verbose=0)
+
+    def rates(contenders):
+        """Best examples/s of each (run, subject), timed in alternation."""
+        for run, subject in contenders.values():
+            run(subject)  # trace and warm up
+        best = dict.fromkeys(contenders, 0.0)
+        for _ in range(repeats):
+            for name, (run, subject) in contenders.items():
+                start = time.perf_counter()
+                run(subject)
+                rate = steps * global_batch / (time.perf_counter() - start)
+                best[name] = max(best[name], rate)
+        return best
+
+    build_model = modules["model"].build_model
+    custom_tutorial = tutorials.CustomTrainingTutorial(strategy, build_model, batches)
+    fit_tutorial = tutorials.KerasTutorial(strategy, build_model, batches)
+    rate = rates(
+        {
+            "custom": (engine_epoch, custom_engine(config.steps_per_call)),
+            "custom_overhead_free": (engine_epoch, custom_engine(OVERHEAD_FREE_STEPS_PER_CALL)),
+            "custom_tutorial": (tutorials.CustomTrainingTutorial.epoch, custom_tutorial),
+            "fit": (engine_epoch, fit_engine(config.steps_per_call)),
+            "bare_fit": (bare_fit_epoch, engine_fit.build_compiled_model(strategy, config)),
+            "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
+        }
+    )
+
+    # A checkpoint save against the training steps it costs.
+    engine = custom_engine(config.steps_per_call)
+    progress = checkpointing.Progress(strategy)
+    saver = checkpointing.Checkpoints(
+        {"model": engine.model, "optimizer": engine.optimizer},
+        progress,
+        workdir / f"{task}-runs",
+        workdir / f"{task}-runs",
+    )
+    save_seconds = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        saver.save()
+        save_seconds = min(save_seconds, time.perf_counter() - start)
+        progress.global_step.assign_add(1)
+    step_seconds = global_batch / rate["custom"]
+
+    # The first batch of an epoch resumed at its last step vs at its first.
+    plan = data.plan_run(config, strategy)
+
+    def first_batch_seconds(first_step):
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            next(iter(data.training_input(strategy, plan, 0, 0, first_step)))
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    resume_fresh = first_batch_seconds(0)
+    resume_late = first_batch_seconds(plan.steps_per_epoch - 1)
+    input_rate = max(
+        checks.input_examples_per_second(strategy, config, plan) for _ in range(repeats)
+    )
+    step_rate = max(checks.step_examples_per_second(strategy, config, plan) for _ in range(repeats))
+
+    startup = {small: float("inf"), large: float("inf")}
+    for repeat in range(repeats):
+        for data_dir in (small, large):
+            seconds = seconds_to_first_step(
+                package, data_dir, workdir / f"{data_dir.name}-{repeat}"
+            )
+            startup[data_dir] = min(startup[data_dir], seconds)
+
+    return {
+        "task": task,
+        "package_version": getattr(project, "__version__", None),
+        "replicas": strategy.num_replicas_in_sync,
+        "global_batch_size": global_batch,
+        "steps_per_epoch": steps,
+        "steps_per_call": config.steps_per_call,
+        "overhead_free_steps_per_call": OVERHEAD_FREE_STEPS_PER_CALL,
+        "repeats": repeats,
+        "statistic": "best of repeats, after one warm-up epoch",
+        "examples_per_second": rate,
+        "ratios": {
+            "fit_vs_tutorial": rate["fit"] / rate["fit_tutorial"],
+            "custom_vs_tutorial": rate["custom"] / rate["custom_tutorial"],
+            "fit_vs_bare_fit": rate["fit"] / rate["bare_fit"],
+            "custom_vs_overhead_free": rate["custom"] / rate["custom_overhead_free"],
+            "startup_20x_data": startup[large] / startup[small],
+            "input_vs_step": input_rate / step_rate,
+            "resume_last_vs_first_batch": resume_late / resume_fresh,
+        },
+        "checkpoint": {
+            "save_seconds": save_seconds,
+            "save_in_steps": save_seconds / step_seconds,
+            "share_of_run": save_seconds / (save_seconds + config.checkpoint_every * step_seconds),
+            "checkpoint_every": config.checkpoint_every,
+        },
+        "startup_seconds": {"1x": startup[small], "20x": startup[large]},
+        "startup_examples_1x": startup_examples,
+        "input_examples_per_second": input_rate,
+        "step_examples_per_second": step_rate,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("package")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.package, args.workdir, args.quick)))
+
+
+if __name__ == "__main__":
+    main()
