@@ -8,7 +8,7 @@ same global batch.
 import dataclasses
 
 import tensorflow as tf
-{% if cookiecutter.mixed_precision == "yes" %}
+{% if cookiecutter.mixed_precision == "float16" %}
 from {{ cookiecutter.package_name }}.compat import (
     is_loss_scale_optimizer,
     keras,
@@ -42,7 +42,7 @@ def build_training_state(strategy, config):
     with strategy.scope():
         model = build_model()
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision == "float16" %}
         if config.mixed_precision:
             optimizer = loss_scale_optimizer(optimizer)
 {%- endif %}
@@ -64,18 +64,21 @@ def replica_loss(model, labels, logits, global_batch_size):
     return loss
 
 
-def make_train_function(strategy, state, global_batch_size):
-    """A tf.function running `num_steps` training steps; returns their summed loss."""
+def make_train_function(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
+    """A tf.function running `num_steps` training steps; returns their mean loss
+    and training metric. The metric is reset and read inside the function: eager
+    reads of replicated variables cost more than a small model's step."""
     model, optimizer = state.model, state.optimizer
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision == "float16" %}
     loss_scaling = is_loss_scale_optimizer(optimizer)
 {%- endif %}
 
-    def replica_step(features, labels):
+    def replica_gradients(features, labels):
+        """This replica's loss, logits and gradients (no collective in here)."""
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
             loss = replica_loss(model, labels, logits, global_batch_size)
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision == "float16" %}
             # float16 gradients underflow without loss scaling.
             scaled = scale_loss(optimizer, loss) if loss_scaling else loss
         gradients = tape.gradient(scaled, model.trainable_variables)
@@ -84,6 +87,18 @@ def make_train_function(strategy, state, global_batch_size):
 {%- else %}
         gradients = tape.gradient(loss, model.trainable_variables)
 {%- endif %}
+        return loss, logits, gradients
+{%- if cookiecutter.task == "tabular" %}
+
+    if jit_compile:
+        # XLA compiles the forward and backward pass on each replica; the
+        # all-reduce in apply_gradients stays outside (a nested tf.function
+        # cannot hold a cross-replica merge).
+        replica_gradients = tf.function(replica_gradients, jit_compile=True)
+{%- endif %}
+
+    def replica_step(features, labels):
+        loss, logits, gradients = replica_gradients(features, labels)
         # Inside the replica function: the optimizer all-reduces (SUMs) the
         # gradients across replicas before applying them.
         optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
@@ -92,13 +107,14 @@ def make_train_function(strategy, state, global_batch_size):
 
     @tf.function
     def train_steps(iterator, num_steps):
+        state.metric.reset_state()
         total = tf.constant(0.0)
         for _ in tf.range(num_steps):
             features, labels = next(iterator)
             per_replica_loss = strategy.run(replica_step, args=(features, labels))
             # Reduced inside the loop: a PerReplica value cannot leave a tf.range loop.
             total += strategy.reduce(SUM, per_replica_loss, axis=None)
-        return total
+        return total / tf.cast(num_steps, total.dtype), state.metric.result()
 
     return train_steps
 
@@ -106,15 +122,13 @@ def make_train_function(strategy, state, global_batch_size):
 class CustomEngine:
     name = "custom"
 
-    def __init__(self, strategy, state, global_batch_size, steps_per_call):
+    def __init__(self, strategy, state, global_batch_size, steps_per_call{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
         self.model = state.model
         self.optimizer = state.optimizer
         self.metric = state.metric
         self.steps_per_call = steps_per_call
-        self.train_steps = make_train_function(strategy, state, global_batch_size)
+        self.train_steps = make_train_function(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile{% endif %})
 
     def train(self, iterator, num_steps):
         """Run the next `num_steps` steps; return their mean loss and metric."""
-        self.metric.reset_state()
-        total = self.train_steps(iterator, num_steps)
-        return total / tf.cast(num_steps, total.dtype), self.metric.result()
+        return self.train_steps(iterator, num_steps)

@@ -37,7 +37,11 @@ def build_compiled_model(strategy, config):
 
 def make_train_function(strategy, model):
     """A tf.function running `num_steps` of the model's own train_step on the
-    replicas; fit's loss and metrics accumulate in the model's metrics."""
+    replicas; returns their mean loss and training metric, which accumulate in
+    the model's metrics. They are read and reset inside the function (eager
+    reads of replicated variables cost more than a small model's step), after
+    the steps: compile() builds its metrics in the first train_step, so a reset
+    traced before it would miss them."""
 
     @tf.function
     def train_steps(iterator, num_steps):
@@ -45,6 +49,9 @@ def make_train_function(strategy, model):
             # train_step scales the loss for the replicas and lets the optimizer
             # all-reduce (SUM) the gradients, as in fit.
             strategy.run(model.train_step, args=(next(iterator),))
+        results = metric_results(model)
+        model.reset_metrics()  # runs after the reads above (tf.function keeps their order)
+        return results["loss"], results[METRIC_NAME]
 
     return train_steps
 
@@ -60,7 +67,4 @@ class FitEngine:
 
     def train(self, iterator, num_steps):
         """Run the next `num_steps` steps; return their mean loss and metric."""
-        self.model.reset_metrics()
-        self.train_steps(iterator, num_steps)
-        results = metric_results(self.model)
-        return results["loss"], results[METRIC_NAME]
+        return self.train_steps(iterator, num_steps)
