@@ -7,6 +7,7 @@ standard library is guaranteed.
 """
 
 import hashlib
+import itertools
 import keyword
 import re
 import sys
@@ -19,7 +20,7 @@ CHOICES = {
     "distribution": ("mirrored", "multi_worker"),
     "keras_package": ("keras3", "tf_keras"),
     "data_source": ("synthetic", "tfrecord"),
-    "mixed_precision": ("no", "yes"),
+    "mixed_precision": ("no", "float16", "bfloat16"),
     "launcher": ("none", "slurm", "kubernetes"),
     "ci_provider": ("github", "gitlab", "none"),
     "license": ("MIT", "Apache-2.0", "BSD-3-Clause", "Proprietary"),
@@ -238,6 +239,13 @@ def validate(options):
 
 def is_supported(options):
     return refusal(options) is None
+
+
+def code_combinations():
+    """Every combination of the options that change the generated code (refused
+    ones included: filter with is_supported)."""
+    for values in itertools.product(*(CHOICES[name] for name in CODE_OPTIONS)):
+        yield dict(zip(CODE_OPTIONS, values, strict=True))
 
 
 # --- The generated file set --------------------------------------------------

@@ -21,16 +21,16 @@ COMBINATIONS = [
     for values in (
         # Heaviest first, so the two test workers (make test) finish together.
         ("image", "both", "mirrored", "keras3", "tfrecord", "no", "none"),
-        ("image", "both", "mirrored", "tf_keras", "synthetic", "yes", "slurm"),
+        ("image", "both", "mirrored", "tf_keras", "synthetic", "bfloat16", "slurm"),
         ("image", "both", "multi_worker", "keras3", "synthetic", "no", "slurm"),
-        ("image", "both", "multi_worker", "tf_keras", "tfrecord", "yes", "kubernetes"),
+        ("image", "both", "multi_worker", "tf_keras", "tfrecord", "float16", "kubernetes"),
         ("tabular", "fit", "mirrored", "keras3", "synthetic", "no", "none"),
-        ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "yes", "slurm"),
-        ("tabular", "fit", "multi_worker", "keras3", "synthetic", "yes", "kubernetes"),
+        ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "float16", "slurm"),
+        ("tabular", "fit", "multi_worker", "keras3", "synthetic", "bfloat16", "kubernetes"),
         ("tabular", "fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
-        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "yes", "none"),
+        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "bfloat16", "none"),
         ("tabular", "custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
-        ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "yes", "slurm"),
+        ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "float16", "slurm"),
         ("tabular", "custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
     )
 ]

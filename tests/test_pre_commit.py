@@ -13,7 +13,7 @@ from test_deployment_files import tool
 PROJECTS = [
     {},
     {"task": "image", "training_loop": "both", "distribution": "multi_worker",
-     "data_source": "tfrecord", "mixed_precision": "yes", "launcher": "kubernetes",
+     "data_source": "tfrecord", "mixed_precision": "bfloat16", "launcher": "kubernetes",
      "ci_provider": "gitlab"},
 ]
 

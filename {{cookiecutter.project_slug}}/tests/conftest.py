@@ -31,7 +31,7 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-{% if cookiecutter.mixed_precision == "yes" %}
+{% if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 {%- else %}
 from {{ cookiecutter.package_name }}.compat import is_distributed, replica_copies  # noqa: E402
@@ -84,6 +84,27 @@ def load_weights(path):
     model = build_model()
     model.load_weights(path)
     return model.get_weights()
+{%- if cookiecutter.mixed_precision != "no" %}
+
+
+def assert_mixed_precision(model, optimizer):
+    """{{ cookiecutter.mixed_precision }} compute in the hidden layers, float32 weights and logits."""
+    computing = [
+        layer
+        for layer in model.layers
+        if isinstance(layer, (keras.layers.Dense, keras.layers.Conv2D)) and layer.name != "logits"
+    ]
+    assert computing and {layer.compute_dtype for layer in computing} == {"{{ cookiecutter.mixed_precision }}"}
+    assert model.get_layer("logits").compute_dtype == "float32"
+    assert {tf.as_dtype(weight.dtype) for weight in model.weights} == {tf.float32}
+{%- if cookiecutter.mixed_precision == "float16" %}
+    # float16 gradients underflow without loss scaling.
+    assert "LossScaleOptimizer" in type(optimizer).__name__
+{%- else %}
+    # bfloat16 has float32's exponent range: no loss scaling.
+    assert "LossScaleOptimizer" not in type(optimizer).__name__
+{%- endif %}
+{%- endif %}
 
 
 def assert_same_weights(path_a, path_b, atol):
@@ -112,7 +133,7 @@ def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir
 {%- endif %}
             per_replica_batch_size=per_replica_batch_size,
             model_dir=str(tmp_path / name),
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
             mixed_precision=False,
 {%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -123,12 +144,12 @@ def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir
         return TrainConfig(**values)
 
     return make
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
 
 
 @pytest.fixture(autouse=True)
 def float32_policy():
-    """A test that switches to mixed_float16 does not leak it into the next one."""
+    """A test that switches to mixed precision does not leak it into the next one."""
     yield
     keras.mixed_precision.set_global_policy("float32")
 {%- endif %}

@@ -267,8 +267,8 @@ def custom_optimizer_created_and_built_outside_the_scope(strategy, config):
 def test_custom_loop_state_built_outside_the_scope_fails_variables(
     config, monkeypatch, broken_builder, expected
 ):
-{%- if cookiecutter.mixed_precision == "yes" %}
-    config.mixed_precision = False  # the broken builders skip the LossScaleOptimizer
+{%- if cookiecutter.mixed_precision != "no" %}
+    config.mixed_precision = False  # the broken builders build for float32
 {%- endif %}
     monkeypatch.setattr(checks, "build_training_state", broken_builder)
     failed = failures(doctor_on("custom", config))
@@ -348,7 +348,8 @@ def test_doctor_command_exit_status(cli{% if cookiecutter.data_source == "tfreco
 def test_gpu_smoke_on_logical_cpus(cli):
     result = cli("gpu-smoke", "--cpu-replicas", str(REPLICAS))
     checks_run = check_lines(result.stdout)
-    assert list(checks_run) == ["replicas", "all-reduce", "step", "mixed-float16"]
+    mixed_step = "mixed-{{ "bfloat16" if cookiecutter.mixed_precision == "bfloat16" else "float16" }}"
+    assert list(checks_run) == ["replicas", "all-reduce", "step", mixed_step]
     assert all(passed for passed, _ in checks_run.values()), result.stdout
     assert result.returncode == 0
     expected_sum = REPLICAS * (REPLICAS + 1) // 2
@@ -373,7 +374,7 @@ def test_gpu_smoke_on_this_machines_gpus(cli):
         "all-reduce",
         "step",
         "placement",
-        "mixed-float16",
+        "mixed-{{ "bfloat16" if cookiecutter.mixed_precision == "bfloat16" else "float16" }}",
     ]
     assert all(passed for passed, _ in checks_run.values()), result.stdout
     assert result.returncode == 0

@@ -60,6 +60,11 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     assert summary["final_metric"] > 0.4  # well above chance (0.25)
     assert len(load_weights(summary["weights_path"])) == len(build_model().get_weights())
     assert f"replicas: {summary['replicas']}" in result.stderr
+{%- if cookiecutter.distribution == "mirrored" %}
+    assert "all-reduce: collective, RING" in result.stderr  # on CPUs; NCCL between GPUs
+{%- else %}
+    assert "all-reduce: RING, gradients packed into 32 MiB messages" in result.stderr
+{%- endif %}
     assert summary["resumed_from"] is None and "starting fresh" in result.stderr
     assert summary["global_step"] == 2 * summary["steps_per_epoch"]
     assert summary["examples_per_second"] > 0

@@ -43,6 +43,12 @@ def test_unknown_key_is_refused(tmp_path):
         ("epochs = 0", r"epochs=0 must be at least 1"),
         ("steps_per_epoch = -2", r"steps_per_epoch=-2 must be at least 1"),
         ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, sgd"),
+{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
+        (
+            'loop = "fit"\njit_compile = true',
+            r"jit_compile works with the custom loop only: .* \(keras-team/keras#19005\)",
+        ),
+{%- endif %}
     ],
 )
 def test_bad_values_are_refused_naming_the_key(tmp_path, line, message):

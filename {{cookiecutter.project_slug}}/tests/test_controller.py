@@ -10,6 +10,7 @@ import signal
 import pytest
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import controller
 from {{ cookiecutter.package_name }}.controller import Controller, Preempted
 from {{ cookiecutter.package_name }}.data import plan_run
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
@@ -124,6 +125,15 @@ def test_a_kill_loses_at_most_checkpoint_every_steps(run, killed_after):
     assert engine.batches_seen == reference.batches_seen[expected:]
     assert resumed["losses"] == uninterrupted["losses"][expected // STEPS_PER_EPOCH :]
     assert resumed["final_loss"] == uninterrupted["final_loss"]
+
+
+def test_a_slow_call_warns_once_that_sigterm_waits_for_it(run, monkeypatch):
+    _, _, messages = run("fast-calls", steps_per_call=4)
+    assert not [message for message in messages if "lower --steps-per-call" in message]
+    monkeypatch.setattr(controller, "SLOW_CALL_SECONDS", 0.0)  # every call is slow
+    _, _, messages = run("slow-calls", steps_per_call=4)
+    warnings = [message for message in messages if "lower --steps-per-call" in message]
+    assert len(warnings) == 1 and warnings[0].startswith("a call of 4 steps took "), warnings
 
 
 def test_sigterm_saves_at_the_next_step_boundary_and_stops(run):

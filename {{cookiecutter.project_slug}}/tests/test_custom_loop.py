@@ -2,10 +2,23 @@
 
 import numpy as np
 import tensorflow as tf
-from conftest import assert_in_sync, assert_same_weights, is_distributed{% if cookiecutter.mixed_precision == "yes" %}, load_weights{% endif %}
+{%- if cookiecutter.mixed_precision != "no" %}
+from conftest import (
+    assert_in_sync,
+    assert_mixed_precision,
+    assert_same_weights,
+    is_distributed,
+    load_weights,
+)
+{%- else %}
+from conftest import assert_in_sync, assert_same_weights, is_distributed
+{%- endif %}
 
 from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.engine_custom import build_training_state, make_train_function
+{%- if cookiecutter.mixed_precision != "no" %}
+from {{ cookiecutter.package_name }}.model import set_precision_policy
+{%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 {%- if cookiecutter.training_loop == "both" %}
 
@@ -35,6 +48,31 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
     assert_same_weights(grouped["weights_path"], single["weights_path"], atol=1e-6)
 
 
+{%- if cookiecutter.task == "tabular" %}
+
+
+def test_xla_compiled_step_trains_like_the_plain_step(two_replicas, sgd_config):
+    plain = train(sgd_config("plain", 64, epochs=2, **LOOP), two_replicas)
+    compiled = train(sgd_config("xla", 64, epochs=2, jit_compile=True, **LOOP), two_replicas)
+    np.testing.assert_allclose(compiled["losses"], plain["losses"], rtol=0, atol=1e-5)
+    assert_same_weights(compiled["weights_path"], plain["weights_path"], atol=1e-5)
+
+
+def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config):
+    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(64, seed=0))
+    batches = examples.batch(32, drop_remainder=True)
+    compiled_functions = []
+    for jit_compile in (True, False):
+        state = build_training_state(two_replicas, sgd_config(f"xla-{jit_compile}", 16))
+        train_steps = make_train_function(two_replicas, state, 32, jit_compile)
+        iterator = iter(two_replicas.experimental_distribute_dataset(batches))
+        graph = train_steps.get_concrete_function(iterator, tf.constant(1)).graph.as_graph_def()
+        library = graph.library.function
+        compiled_functions.append([f for f in library if f.attr["_XlaMustCompile"].b])
+    assert [bool(found) for found in compiled_functions] == [True, False]
+{%- endif %}
+
+
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     config = sgd_config("sync", 16, optimizer="adam")
     state = build_training_state(two_replicas, config)
@@ -42,15 +80,23 @@ def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches))
-    assert np.isfinite(float(train_steps(iterator, tf.constant(4))))
+    loss, accuracy = train_steps(iterator, tf.constant(4))
+    assert np.isfinite(float(loss)) and 0 <= float(accuracy) <= 1
     assert_in_sync(two_replicas, state.model.variables + state.optimizer.variables)
     # Metric variables are synchronized on read: each replica keeps partial sums.
     assert all(is_distributed(v) for v in state.metric.variables)
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
 
 
 def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
     summary = train(sgd_config("mixed", 16, mixed_precision=True, **LOOP), two_replicas)
     assert all(np.isfinite(summary["losses"]))
     assert all(np.isfinite(w).all() for w in load_weights(summary["weights_path"]))
+
+
+def test_mixed_precision_computes_in_{{ cookiecutter.mixed_precision }}(two_replicas, sgd_config):
+    set_precision_policy(True)
+    config = sgd_config("dtype", 16, mixed_precision=True, **LOOP)
+    state = build_training_state(two_replicas, config)
+    assert_mixed_precision(state.model, state.optimizer)
 {%- endif %}

@@ -41,6 +41,8 @@ def test_a_preempted_worker_is_restarted_and_a_failed_one_is_not():
     # ExitCode: exit codes 128-255 are retryable (143, the preempted run's, after
     # SIGTERM), 1-127 are permanent (train's errors exit 1 or 2).
     assert workers(MANIFEST)["restartPolicy"] == "ExitCode"
+    # Time between SIGTERM and the kill to finish the running call and save.
+    assert workers(MANIFEST)["template"]["spec"]["terminationGracePeriodSeconds"] == 120
 
 
 def test_the_schema_refuses_a_malformed_manifest():

@@ -43,7 +43,7 @@ def train_flags(model_dir, loop, *extra):
         "--learning-rate", "0.05",
 {%- endif %}
         "--per-replica-batch-size", "64",
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
         "--no-mixed-precision",
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}

@@ -5,9 +5,15 @@ import shutil
 from collections import namedtuple
 
 import pytest
-
+{% if cookiecutter.mixed_precision == "bfloat16" %}
+from {{ cookiecutter.package_name }} import TrainerError, checkpointing
+{%- else %}
 from {{ cookiecutter.package_name }} import checkpointing
+{%- endif %}
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, prepare_model_dir
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+from {{ cookiecutter.package_name }}.model import check_bfloat16_gpus
+{%- endif %}
 
 DiskUsage = namedtuple("DiskUsage", "total used free")
 
@@ -112,4 +118,20 @@ def test_a_record_corrupted_mid_run_stops_in_one_line_naming_its_file(cli, tmp_p
     assert last.startswith(f"error: {corrupt} has a corrupt record (corrupted record at "), last
     assert "the last checkpoint is intact" in last
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+
+
+def test_bfloat16_on_gpus_without_bfloat16_math_is_refused():
+    with pytest.raises(TrainerError) as refused:
+        check_bfloat16_gpus([(8, 0), (7, 5)])
+    assert str(refused.value) == (
+        "mixed_bfloat16 needs GPUs of compute capability 8.0 or newer, but GPU 1 is 7.5"
+        " - pass --no-mixed-precision, or bake the project with mixed_precision=float16"
+    )
+
+
+def test_bfloat16_runs_on_ampere_and_newer_gpus_and_on_cpus():
+    check_bfloat16_gpus([(8, 0), (9, 0)])
+    check_bfloat16_gpus([])  # CPUs: no GPU to check
 {%- endif %}

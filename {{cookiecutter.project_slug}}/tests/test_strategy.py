@@ -1,7 +1,5 @@
 import pytest
-{%- if cookiecutter.distribution == "mirrored" %}
 import tensorflow as tf
-{%- endif %}
 
 from {{ cookiecutter.package_name }}.strategy import (
     StrategyError,
@@ -9,11 +7,16 @@ from {{ cookiecutter.package_name }}.strategy import (
     check_keras_version,
 {%- endif %}
     check_tensorflow_version,
+{%- if cookiecutter.distribution == "multi_worker" %}
+    communication_options,
+{%- endif %}
     describe,
     global_batch_size,
 {%- if cookiecutter.distribution == "mirrored" %}
     make_strategy,
     use_cpu_replicas,
+{%- else %}
+    peer_lost,
 {%- endif %}
 )
 {%- if cookiecutter.distribution == "mirrored" %}
@@ -27,6 +30,15 @@ def test_strategy_has_the_replicas_asked_for():
         "device:CPU:0",
         "device:CPU:1",
     ]
+
+
+def test_replicas_all_reduce_with_tensorflows_collective_ring_on_cpus():
+    strategy = make_strategy(cpu_replicas=2)
+    # TensorFlow's default, which the project relies on and logs (private names:
+    # this fails the day a TensorFlow release changes it).
+    assert type(strategy.extended._cross_device_ops).__name__ == "CollectiveAllReduce"
+    ring = tf.distribute.experimental.CommunicationImplementation.RING
+    assert strategy.extended._communication_options.implementation == ring
 
 
 def test_changing_replicas_after_tensorflow_started_is_a_clear_error():
@@ -70,3 +82,40 @@ def test_tensorflow_outside_the_pinned_range_is_refused(version):
 @pytest.mark.parametrize("version", ["2.21.0", "2.21.3"])
 def test_tensorflow_2_21_is_accepted(version):
     check_tensorflow_version(version)
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def test_workers_all_reduce_with_ring_on_cpus_and_nccl_on_gpus_in_large_packs():
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    on_cpus, on_gpus = communication_options(gpus=False), communication_options(gpus=True)
+    assert (on_cpus.implementation, on_gpus.implementation) == (
+        implementation.RING,
+        implementation.NCCL,
+    )
+    assert on_cpus.bytes_per_pack == on_gpus.bytes_per_pack == 32 * 2**20
+    # No per-collective timeout thread: the strategy's health check finds dead workers.
+    assert on_cpus.timeout_seconds is None
+
+
+@pytest.mark.parametrize(
+    "aborted",
+    [
+        # TensorFlow 2.21's words when a worker is SIGKILLed (seen after about 10 s).
+        "Collective ops is aborted by: Error reported from /job:worker/task:1: The following"
+        " tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
+        "The tasks have crashed. Check the task logs for an earlier error",
+        # The strategy's own health check.
+        "Collective ops is aborted by: cluster check alive failed,"
+        " /job:worker/replica:0/task:1 is down\nThe error could be from a previous operation.",
+    ],
+    ids=["missed-heartbeats", "health-check"],
+)
+def test_a_lost_worker_is_one_line_naming_it(aborted):
+    message = str(peer_lost(tf.errors.UnavailableError(None, None, aborted)))
+    assert message.startswith("the worker /job:worker/replica:0/task:1 stopped answering")
+    assert "\n" not in message
+
+
+def test_other_unavailable_errors_pass_through():
+    assert peer_lost(tf.errors.UnavailableError(None, None, "Socket closed")) is None
+{%- endif %}

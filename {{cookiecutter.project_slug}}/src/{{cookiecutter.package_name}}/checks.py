@@ -1,3 +1,5 @@
+{%- set mixed_dtype = "bfloat16" if cookiecutter.mixed_precision == "bfloat16" else "float16" %}
+{%- set mixed_policy = "mixed_" ~ mixed_dtype -%}
 """Checks that distribution really happens, run on a few batches.
 
 `doctor` checks your training code: it calls the very functions `train` uses
@@ -33,7 +35,7 @@ from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_tr
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.model import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import (
@@ -93,10 +95,17 @@ CRASH_FIXES = {
     "all-reduce": "check the GPU driver and NCCL install",
     "step": "run `train` on this machine to see the full traceback",
     "placement": "check CUDA_VISIBLE_DEVICES",
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+    "mixed-bfloat16": (
+        "compute the loss in float32 (see model.py) and check that the GPU supports"
+        " bfloat16 (compute capability 8.0 or newer)"
+    ),
+{%- else %}
     "mixed-float16": (
         "compute the loss in float32 (see model.py) and check that the GPU supports"
         " float16 (compute capability 7.0 or newer)"
     ),
+{%- endif %}
 }
 
 
@@ -259,7 +268,7 @@ def first_batches(strategy, plan, seed):
 
 
 def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps):
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
@@ -279,7 +288,7 @@ def sgd_config(config):
         config,
         optimizer="sgd",
         learning_rate=SYNC_LEARNING_RATE,
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
         mixed_precision=False,
 {%- endif %}
     )
@@ -503,7 +512,7 @@ def input_examples_per_second(strategy, config, plan):
 
 def step_examples_per_second(strategy, config, plan):
     """The training step on batches already in memory: its speed without input."""
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
     engine = build_engine(config, strategy, plan.global_batch_size)
@@ -758,8 +767,8 @@ def synthetic_plan(global_batch_size, steps=SYNC_STEPS):
 
 
 def check_mixed_step(strategy, config, plan):
-    """One mixed_float16 step: float16 compute, float32 weights, finite values."""
-{%- if cookiecutter.mixed_precision == "yes" %}
+    """One {{ mixed_policy }} step: {{ mixed_dtype }} compute, float32 weights, finite values."""
+{%- if cookiecutter.mixed_precision != "no" %}
     mixed = dataclasses.replace(config, mixed_precision=True)  # run_steps sets the policy
 {%- else %}
     mixed = config
@@ -772,10 +781,14 @@ def check_mixed_step(strategy, config, plan):
     weights = run.model.get_weights()
     if not np.isfinite(run.loss) or not all(np.isfinite(weight).all() for weight in weights):
         raise CheckFailed(
-            f"one mixed_float16 step gave loss {run.loss} or non-finite weights - keep the"
+            f"one {{ mixed_policy }} step gave loss {run.loss} or non-finite weights - keep the"
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+            " output layer in float32"
+{%- else %}
             " output layer in float32 and use a LossScaleOptimizer"
+{%- endif %}
         )
-    return f"one mixed_float16 step: loss {run.loss:.4f}, weights finite", True
+    return f"one {{ mixed_policy }} step: loss {run.loss:.4f}, weights finite", True
 
 
 def gpu_smoke(config, cpu_replicas=None):
@@ -792,5 +805,5 @@ def gpu_smoke(config, cpu_replicas=None):
     report.run("step", compare_with_one_device, {% if cookiecutter.training_loop == "both" %}"fit", {% endif %}strategy, config, plan, 1)
     if cpu_replicas is None:
         report.run("placement", check_placement, strategy)
-    report.run("mixed-float16", check_mixed_step, strategy, config, plan)
+    report.run("mixed-{{ mixed_dtype }}", check_mixed_step, strategy, config, plan)
     return report

@@ -103,16 +103,23 @@ def add_config_flags(parser):
         type=positive_int,
         help="save a checkpoint every N global steps, and at every epoch end (default: 1000)",
     )
+{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
+    parser.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        help="XLA-compile each replica's forward and backward pass{% if cookiecutter.training_loop == "both" %} (--loop custom){% endif %}",
+    )
+{%- endif %}
     parser.add_argument(
         "--deterministic",
         action=argparse.BooleanOptionalAction,
         help="deterministic kernels: bit-identical reruns and resumes on GPUs too",
     )
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
     parser.add_argument(
         "--mixed-precision",
         action=argparse.BooleanOptionalAction,
-        help="mixed_float16 compute (default: on)",
+        help="mixed_{{ cookiecutter.mixed_precision }} compute (default: on)",
     )
 {%- endif %}
 
@@ -222,6 +229,9 @@ def config_from_args(args):
 def run_train(args):
     config = config_from_args(args)
     # The strategy first: it must exist before any other TensorFlow op.
+{%- if cookiecutter.distribution == "multi_worker" %}
+    import tensorflow as tf
+{% endif %}
     from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Preempted
 {%- if cookiecutter.distribution == "mirrored" %}
     from {{ cookiecutter.package_name }}.strategy import make_strategy
@@ -229,7 +239,7 @@ def run_train(args):
 
     strategy = make_strategy(config.cpu_replicas)
 {%- else %}
-    from {{ cookiecutter.package_name }}.strategy import is_chief, make_strategy
+    from {{ cookiecutter.package_name }}.strategy import is_chief, make_strategy, peer_lost
     from {{ cookiecutter.package_name }}.training import train
 
     strategy = make_strategy()
@@ -240,6 +250,15 @@ def run_train(args):
         train(config, strategy)
     except Preempted:
         return PREEMPTED_EXIT_STATUS
+{%- if cookiecutter.distribution == "multi_worker" %}
+    except tf.errors.UnavailableError as err:
+        lost = peer_lost(err)
+        if lost is None:
+            raise
+        print(f"error: {lost}", file=sys.stderr)
+        # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
+        return PREEMPTED_EXIT_STATUS
+{%- endif %}
     return 0
 
 {%- if cookiecutter.distribution == "multi_worker" %}

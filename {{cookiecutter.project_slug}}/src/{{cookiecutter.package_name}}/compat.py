@@ -10,6 +10,9 @@ import tensorflow as tf
 KERAS_PACKAGE = "keras3"
 
 
+{%- if cookiecutter.mixed_precision == "float16" %}
+
+
 def loss_scale_optimizer(optimizer):
     return keras.optimizers.LossScaleOptimizer(optimizer)
 
@@ -25,6 +28,7 @@ def scale_loss(optimizer, loss):
 def unscale_gradients(optimizer, gradients):
     # Keras 3's LossScaleOptimizer unscales inside apply_gradients.
     return gradients
+{%- endif %}
 
 
 def metric_results(model):
@@ -51,9 +55,12 @@ def save_for_serving(model, serve, path):
     archive.write_out(path, verbose=False)
 {%- else %}
 import tensorflow as tf
-import tf_keras as keras
+import tf_keras as keras  # noqa: F401 (the package imports keras from here)
 
 KERAS_PACKAGE = "tf_keras"
+
+
+{%- if cookiecutter.mixed_precision == "float16" %}
 
 
 def loss_scale_optimizer(optimizer):
@@ -70,6 +77,7 @@ def scale_loss(optimizer, loss):
 
 def unscale_gradients(optimizer, gradients):
     return optimizer.get_unscaled_gradients(gradients)
+{%- endif %}
 
 
 def metric_results(model):

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 # The exit status of a preempted run: 128 + SIGTERM, what a TFJob with
 # `restartPolicy: ExitCode` restarts and what the sbatch script requeues on.
 PREEMPTED_EXIT_STATUS = 143
+# A SIGTERM waits for the running call: longer calls than this risk the kill
+# (Kubernetes' default grace period is 30 s).
+SLOW_CALL_SECONDS = 30.0
 
 
 class TrainingError(TrainerError):
@@ -80,6 +83,7 @@ class Controller:
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
+        self.warned_slow_call = False
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
@@ -119,6 +123,14 @@ class Controller:
                 self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
                 log.info(
                     "first %d step(s) done %.1f s after start", count, self.seconds_to_first_step
+                )
+            if seconds > SLOW_CALL_SECONDS and not self.warned_slow_call:
+                self.warned_slow_call = True
+                log.warning(
+                    "a call of %d steps took %.0f s, and a SIGTERM waits for the running"
+                    " call before it saves - lower --steps-per-call to keep calls short",
+                    count,
+                    seconds,
                 )
             self.throughput.add(count, seconds)
             interval.add(count, loss, seconds)

@@ -28,7 +28,7 @@ from {{ cookiecutter.package_name }}.images import each_image, evaluation_image_
 {%- else %}
 from {{ cookiecutter.package_name }}.data import NUM_FEATURES
 {%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.model import build_model, set_precision_policy
 {%- else %}
 from {{ cookiecutter.package_name }}.model import build_model
@@ -55,8 +55,8 @@ def trained_model(model_dir):
             f"{model_dir} has no {FINAL_WEIGHTS}: its run has not finished - run the same"
             " `train` command again to finish it (it resumes), then export"
         )
-{%- if cookiecutter.mixed_precision == "yes" %}
-    # Weights are float32 under mixed_float16 too; serving computes in float32.
+{%- if cookiecutter.mixed_precision != "no" %}
+    # Weights are float32 under mixed_{{ cookiecutter.mixed_precision }} too; serving computes in float32.
     set_precision_policy(False)
 {%- endif %}
     model = build_model()

@@ -5,7 +5,9 @@ so their variables are mirrored on every replica.
 """
 
 import tensorflow as tf
-
+{% if cookiecutter.mixed_precision == "bfloat16" %}
+from {{ cookiecutter.package_name }} import TrainerError
+{%- endif %}
 from {{ cookiecutter.package_name }}.compat import keras
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES
@@ -23,13 +25,50 @@ STAGE_WIDTHS = (16, 32)
 BLOCKS_PER_STAGE = 1
 WEIGHT_DECAY = 1e-4
 {%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
+# The policy of --mixed-precision: {{ cookiecutter.mixed_precision }} compute, float32 weights.
+MIXED_POLICY = "mixed_{{ cookiecutter.mixed_precision }}"
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+# GPUs with bfloat16 math: Ampere (A100, A10, L4, RTX 30xx) and newer.
+BFLOAT16_COMPUTE_CAPABILITY = (8, 0)
+{%- endif %}
+{%- if cookiecutter.mixed_precision != "no" %}
 
 
 def set_precision_policy(mixed_precision):
-    """mixed_float16 compute with float32 weights, or float32 (what equivalence
+    """MIXED_POLICY compute with float32 weights, or float32 (what equivalence
     checks use); must run before the model is built."""
-    keras.mixed_precision.set_global_policy("mixed_float16" if mixed_precision else "float32")
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+    if mixed_precision:
+        check_bfloat16_gpus(gpu_compute_capabilities())
+{%- endif %}
+    keras.mixed_precision.set_global_policy(MIXED_POLICY if mixed_precision else "float32")
+{%- endif %}
+{%- if cookiecutter.mixed_precision == "bfloat16" %}
+
+
+def gpu_compute_capabilities():
+    """(major, minor) of each visible GPU."""
+    return [
+        tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+        for gpu in tf.config.list_physical_devices("GPU")
+    ]
+
+
+def check_bfloat16_gpus(capabilities):
+    """Refuse mixed_bfloat16 on GPUs without bfloat16 math (CPUs are fine)."""
+    old = [
+        f"GPU {index} is {major}.{minor}"
+        for index, (major, minor) in enumerate(capabilities)
+        if (major, minor) < BFLOAT16_COMPUTE_CAPABILITY
+    ]
+    if old:
+        raise TrainerError(
+            "mixed_bfloat16 needs GPUs of compute capability 8.0 or newer, but "
+            + ", ".join(old)
+            + " - pass --no-mixed-precision, or bake the project with mixed_precision=float16"
+        )
 {%- endif %}
 {%- if cookiecutter.task == "image" %}
 
@@ -87,7 +126,7 @@ def build_model(num_features=NUM_FEATURES, num_classes=NUM_CLASSES):
             width, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-4)
         )(x)
 {%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
     # float32 logits keep the softmax and the loss numerically stable.
     outputs = keras.layers.Dense(num_classes, dtype="float32", name="logits")(x)
 {%- else %}

@@ -2,6 +2,9 @@
 
 import functools
 import logging
+{%- if cookiecutter.distribution == "multi_worker" %}
+import re
+{%- endif %}
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
 {%- endif %}
@@ -27,6 +30,13 @@ SUPPORTED_TENSORFLOW = ((2, 21), (2, 22))
 
 class StrategyError(TrainerError):
     pass
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+# Gradients are all-reduced in packs of this size: a few large messages, not
+# one per variable (latency, not bandwidth, bounds many small ones).
+BYTES_PER_PACK = 32 * 2**20
+{%- endif %}
 
 
 def version_tuple(version):
@@ -73,7 +83,14 @@ def mirrored_strategy(devices=None):
 
 @functools.cache
 def _mirrored_strategy(devices):
-    return tf.distribute.MirroredStrategy(list(devices) if devices else None)
+    # No cross_device_ops: TensorFlow 2.21's default is its collective all-reduce,
+    # RING between CPU replicas and NCCL between GPUs (test_strategy.py checks it).
+    # The public alternatives (NcclAllReduce, ReductionToOneDevice) take other
+    # code paths, and Keras 3 fit behaves differently under them.
+    strategy = tf.distribute.MirroredStrategy(list(devices) if devices else None)
+    on_gpus = devices[0].startswith("/gpu") if devices else tf.config.list_logical_devices("GPU")
+    log.info("all-reduce: collective, %s", "NCCL between GPUs" if on_gpus else "RING")
+    return strategy
 
 
 def local_replicas(cpu_replicas=None):
@@ -165,8 +182,57 @@ def make_strategy():
     cluster = read_tf_config()
     if cluster is None:
         log.info("TF_CONFIG is not set: running as a single worker")
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    options = communication_options(bool(tf.config.list_physical_devices("GPU")))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    log.info(
+        "all-reduce: %s, gradients packed into %d MiB messages",
+        options.implementation.name,
+        options.bytes_per_pack // 2**20,
+    )
     return strategy
+
+
+class PeerLost(TrainerError):
+    pass
+
+
+# How TensorFlow names a lost worker when it aborts the collectives: its
+# coordination service (missed heartbeats, within seconds) or the strategy's
+# health check (every 30 s).
+LOST_WORKER = re.compile(
+    r"unhealthy \(stopped sending heartbeats\):\s*(/job:\w+/replica:\d+/task:\d+)"
+    r"|check alive failed, (/job:\w+/replica:\d+/task:\d+) is down"
+)
+
+
+def peer_lost(err):
+    """The PeerLost error for TensorFlow's abort of the collectives when a worker
+    is lost; None for any other UnavailableError."""
+    found = LOST_WORKER.search(err.message)
+    if found is None:
+        return None
+    task = found[1] or found[2]
+    return PeerLost(
+        f"the worker {task} stopped answering, so TensorFlow aborted the all-reduce"
+        " - see that worker's log; restarting the job resumes every worker from the"
+        " last checkpoint"
+    )
+
+
+def communication_options(gpus):
+    """How the workers all-reduce: NCCL between GPUs, RING (gRPC) between CPUs;
+    many small gradients packed into few messages.
+
+    No `timeout_seconds`: TensorFlow starts a thread per collective for it (its
+    docs: for debugging only). A dead worker is noticed without it, by missed
+    heartbeats (about 10 s here) or the strategy's health check (every 30 s),
+    which abort the collectives: see peer_lost.
+    """
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=BYTES_PER_PACK,
+        implementation=implementation.NCCL if gpus else implementation.RING,
+    )
 
 
 def worker_count(strategy):

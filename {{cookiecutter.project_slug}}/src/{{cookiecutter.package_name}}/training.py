@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_tr
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.model import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import describe
@@ -29,7 +29,11 @@ def prepare_run(config):
         # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
         tf.config.experimental.enable_op_determinism()
         log.info("deterministic ops: on")
-{%- if cookiecutter.mixed_precision == "yes" %}
+{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
+    if config.jit_compile:
+        log.info("XLA: each replica's forward and backward pass is compiled")
+{%- endif %}
+{%- if cookiecutter.mixed_precision != "no" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
 
@@ -41,13 +45,25 @@ def build_engine(config, strategy, global_batch_size):
         model = build_compiled_model(strategy, config)
         return FitEngine(strategy, model, config.steps_per_call)
     state = build_training_state(strategy, config)
+{%- if cookiecutter.task == "tabular" %}
+    return CustomEngine(
+        strategy, state, global_batch_size, config.steps_per_call, config.jit_compile
+    )
+{%- else %}
     return CustomEngine(strategy, state, global_batch_size, config.steps_per_call)
+{%- endif %}
 {%- elif cookiecutter.training_loop == "fit" %}
     model = build_compiled_model(strategy, config)
     return FitEngine(strategy, model, config.steps_per_call)
 {%- else %}
     state = build_training_state(strategy, config)
+{%- if cookiecutter.task == "tabular" %}
+    return CustomEngine(
+        strategy, state, global_batch_size, config.steps_per_call, config.jit_compile
+    )
+{%- else %}
     return CustomEngine(strategy, state, global_batch_size, config.steps_per_call)
+{%- endif %}
 {%- endif %}
 
 
