@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist load --maxschedchunk 1
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
 
-.PHONY: demo test test-fast test-slow lint bench clean
+.PHONY: demo test test-fast test-slow lint bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("error: Python 3.11+ is needed, found " + sys.version.split()[0] + " - set PYTHON=python3.11") if sys.version_info < (3, 11) else None'
@@ -55,3 +55,8 @@ clean:
 # QUICK=1: small sizes and one repeat, to prove the bench runs (CI).
 bench: $(VENV)/.installed
 	$(BIN)/python benchmarks/speed.py $(if $(QUICK),--quick)
+
+# On a GPU machine, once: install the GPU extra, gpu-smoke, doctor, the GPU tests
+# and the precision/XLA bench. DRY_RUN=1: the same on 2 logical CPUs (no GPU).
+gpu-check: $(VENV)/.installed
+	$(BIN)/python benchmarks/gpu_check.py $(if $(DRY_RUN),--dry-run)

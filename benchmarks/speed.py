@@ -26,7 +26,6 @@ Run: make bench            (QUICK=1: small sizes, one repeat; CI runs it)
 """
 
 import argparse
-import itertools
 import json
 import os
 import platform
@@ -61,18 +60,10 @@ def bake(output_dir, **options):
     )
 
 
-def code_combinations():
-    names = rules.CODE_OPTIONS
-    for values in itertools.product(*(rules.CHOICES[name] for name in names)):
-        options = dict(zip(names, values, strict=True))
-        if rules.is_supported(options):
-            yield options
-
-
 def bake_seconds(workdir, quick):
     """Seconds to bake one project, and every code combination (scaled from a
     sample in quick mode)."""
-    combinations = list(code_combinations())
+    combinations = [options for options in rules.code_combinations() if rules.is_supported(options)]
     chosen = combinations[:: len(combinations) // QUICK_PRODUCT_SAMPLE] if quick else combinations
     start = time.perf_counter()
     for index, options in enumerate(chosen):

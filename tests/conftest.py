@@ -1,6 +1,5 @@
 """Shared by the template tests: the option combinations and bake helpers."""
 
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -20,11 +19,7 @@ DEFAULTS = {
 }
 
 
-def code_combinations():
-    """Every combination of the options that change the generated code."""
-    names = rules.CODE_OPTIONS
-    for values in itertools.product(*(rules.CHOICES[name] for name in names)):
-        yield dict(zip(names, values, strict=True))
+code_combinations = rules.code_combinations
 
 
 def combination_id(options):

@@ -1,0 +1,70 @@
+"""`make bench` in its quick mode: it bakes, measures both tasks and writes its
+results and chart (the figures themselves are for the README, not asserted)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import speed  # noqa: E402
+
+RATIOS = (
+    "fit_vs_tutorial",
+    "custom_vs_tutorial",
+    "fit_vs_bare_fit",
+    "custom_vs_overhead_free",
+    "startup_20x_data",
+    "input_vs_step",
+    "resume_last_vs_first_batch",
+)
+CONTENDERS = (
+    "custom",
+    "custom_overhead_free",
+    "custom_tutorial",
+    "fit",
+    "bare_fit",
+    "fit_tutorial",
+)
+
+
+def test_the_table_lists_every_ratio_with_its_target():
+    ratios = dict.fromkeys(RATIOS, 1.25)
+    results = {"tasks": {task: {"ratios": ratios} for task in speed.TASKS}}
+    lines = speed.table(results).splitlines()
+    assert lines[0] == "| ratio | tabular | image | target |"
+    assert "| `custom_vs_tutorial` | 1.25 | 1.25 | >= 1.5 |" in lines
+    assert "| `input_vs_step` | 1.25 | 1.25 | - |" in lines
+    assert len(lines) == 2 + len(RATIOS)
+
+
+@pytest.mark.slow
+def test_quick_bench_measures_both_tasks_and_writes_results_and_chart(tmp_path):
+    out = tmp_path / "bench"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "speed.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["quick"] is True
+    assert results["machine"]["versions"]["tensorflow"].startswith("2.21")
+    assert sorted(results["tasks"]) == sorted(speed.TASKS)
+    for task, measured in results["tasks"].items():
+        assert measured["task"] == task and measured["replicas"] == 2
+        assert sorted(measured["ratios"]) == sorted(RATIOS)
+        for name, value in measured["ratios"].items():
+            assert math.isfinite(value) and value > 0, (task, name, value)
+        assert sorted(measured["examples_per_second"]) == sorted(CONTENDERS)
+        assert 0 < measured["checkpoint"]["share_of_run"] < 1
+    bakes = results["bake_seconds"]
+    supported = [o for o in speed.rules.code_combinations() if speed.rules.is_supported(o)]
+    assert bakes["combinations"] == len(supported) and 0 < bakes["one"] < bakes["product"]
+    assert (out / "ratios.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| `custom_vs_overhead_free` |" in result.stdout
