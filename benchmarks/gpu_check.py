@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from speed import bake, machine  # noqa: E402
+from speed import INSTALL, bake, machine  # noqa: E402
 
 GPU_EXTRA = "tensorflow[and-cuda]==2.21.*"
 # (task, mixed_precision option): the projects baked; float32 runs pass --no-mixed-precision.
@@ -119,18 +119,7 @@ def main(argv=None):
             data_source="tfrecord",
             mixed_precision=precision,
         )
-        install = [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-e",
-            str(project),
-        ]
-        steps.run(f"bake and install {name}", install)
+        steps.run(f"bake and install {name}", [*INSTALL, str(project)])
         packages[task, precision] = (name.replace(" ", "_"), project)
 
     image, image_dir = packages["image", "bfloat16"]

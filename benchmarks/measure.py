@@ -24,9 +24,9 @@ import tutorials
 OVERHEAD_FREE_STEPS_PER_CALL = 256
 # (examples per epoch, repeats, examples in the 1x startup data set) by task and mode.
 SIZES = {
-    ("tabular", False): (32768, 3, 4096),
+    ("tabular", False): (32768, 5, 4096),
     ("tabular", True): (4096, 1, 512),
-    ("image", False): (4096, 3, 1024),
+    ("image", False): (16384, 3, 1024),
     ("image", True): (512, 1, 256),
 }
 

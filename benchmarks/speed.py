@@ -41,6 +41,8 @@ sys.path.insert(0, str(ROOT / "hooks"))
 import rules  # noqa: E402
 
 TASKS = ("tabular", "image")
+# Installs a baked project in place; requirements-dev.txt has its dependencies.
+INSTALL = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e"]
 # Targets on 2 logical CPU replicas (issue 13): ratio names -> least acceptable value.
 TARGETS = {
     "fit_vs_bare_fit": 1.0,
@@ -82,22 +84,7 @@ def bake_and_install(workdir, task):
     project = bake(
         workdir, project_name=name, task=task, training_loop="both", data_source="tfrecord"
     )
-    subprocess.run(
-        # fmt: off
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "-e",
-            str(project),
-        ],
-        # fmt: on
-        check=True,
-    )
+    subprocess.run([*INSTALL, str(project)], check=True)
     return name.replace(" ", "_")
 
 

@@ -31,9 +31,10 @@ class TrainConfig:
     # on a GPU, 1000 steps is a checkpoint every 2-5 minutes.
     checkpoint_every: int = 1000
     # Training steps run per tf.function call: the host reads the loss once per
-    # call, and a SIGTERM waits for the call to end (64 steps: within 5% of the
-    # per-call overhead's bound on a small model; see the README).
-    steps_per_call: int = 64
+    # call, and a SIGTERM waits for the running call. 100: within 2-3% of the
+    # per-call overhead's bound on a small model (make bench); 20-30 s a call at
+    # 0.2-0.3 s a step, inside the 120 s the cluster files give before the kill.
+    steps_per_call: int = 100
     # Deterministic GPU kernels: bit-identical reruns and resumes on GPUs too.
     deterministic: bool = False
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
