@@ -2,8 +2,9 @@
 
 12 combinations: the image task on both loops x mirrored and multi_worker x
 keras3 and tf_keras, the tabular task on fit and custom x the same
-distributions and Keras packages, with data_source, mixed_precision and
-launcher spread so every value appears.
+distributions and Keras packages (one of them on both loops, where --loop and
+--jit-compile meet), with data_source, mixed_precision and launcher spread so
+every value appears.
 """
 
 import subprocess
@@ -28,7 +29,7 @@ COMBINATIONS = [
         ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "float16", "slurm"),
         ("tabular", "fit", "multi_worker", "keras3", "synthetic", "bfloat16", "kubernetes"),
         ("tabular", "fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
-        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "bfloat16", "none"),
+        ("tabular", "both", "mirrored", "keras3", "tfrecord", "bfloat16", "none"),
         ("tabular", "custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
         ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "float16", "slurm"),
         ("tabular", "custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),

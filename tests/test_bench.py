@@ -37,7 +37,8 @@ def test_the_table_lists_every_ratio_with_its_target():
     results = {"tasks": {task: {"ratios": ratios} for task in speed.TASKS}}
     lines = speed.table(results).splitlines()
     assert lines[0] == "| ratio | tabular | image | target |"
-    assert "| `custom_vs_tutorial` | 1.25 | 1.25 | >= 1.5 |" in lines
+    assert "| `custom_vs_tutorial` | 1.25 | 1.25 | >= 1.5 (tabular) |" in lines
+    assert "| `fit_vs_bare_fit` | 1.25 | 1.25 | >= 1.0 |" in lines
     assert "| `input_vs_step` | 1.25 | 1.25 | - |" in lines
     assert len(lines) == 2 + len(RATIOS)
 

@@ -42,8 +42,13 @@ def test_the_bench_covers_every_precision_and_xla_where_it_applies():
 @pytest.mark.slow
 def test_dry_run_runs_every_step_on_cpus(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--dry-run", "--out",
-         str(tmp_path)],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_check.py"),
+            "--dry-run",
+            "--out",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -53,16 +58,20 @@ def test_dry_run_runs_every_step_on_cpus(tmp_path):
     assert results["dry_run"] is True and results["failed"] == []
     steps = {step["step"]: step for step in results["steps"]}
     assert steps["install the GPU extra"]["skipped"] == "dry run"
-    smoke = steps["gpu-smoke"]["tail"]
-    assert [line.split(":")[0] for line in smoke if line.startswith(("PASS", "FAIL"))] == [
-        "PASS replicas",
-        "PASS all-reduce",
-        "PASS step",
-        "PASS mixed-bfloat16",
-    ]
+    for precision in ("float16", "bfloat16"):
+        smoke = steps[f"gpu-smoke ({precision})"]["tail"]
+        verdicts = [line.split(":")[0] for line in smoke if line.startswith(("PASS", "FAIL"))]
+        assert verdicts == [
+            "PASS replicas",
+            "PASS all-reduce",
+            "PASS step",
+            f"PASS mixed-{precision}",
+        ]
     assert any(line.startswith("PASS sync") for line in steps["doctor"]["tail"])
     gpu_tests = "\n".join(steps["GPU tests (pytest -m gpu)"]["tail"])
     assert "SKIPPED [1] tests/test_checks.py" in gpu_tests and "no GPU visible" in gpu_tests
     assert [row["run"] for row in results["bench"]] == BENCH_RUNS
-    assert all(row["replicas"] == 2 and row["examples_per_second_per_replica"] > 0
-               for row in results["bench"])
+    assert all(
+        row["replicas"] == 2 and row["examples_per_second_per_replica"] > 0
+        for row in results["bench"]
+    )

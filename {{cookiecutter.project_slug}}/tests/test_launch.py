@@ -116,7 +116,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     flags = ["--steps-per-epoch", "4", *data]
     first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1", *flags))
-    # Only the chief's files: no other worker's were left in the model directory.
+    # The chief's files, and worker 1's log: no other worker's checkpoints were left.
     written = sorted(path.name for path in model_dir.iterdir())
     assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "worker-1.log"]
     logs = worker_logs(first, model_dir)

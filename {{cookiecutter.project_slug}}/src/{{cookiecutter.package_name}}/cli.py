@@ -239,7 +239,7 @@ def run_train(args):
 
     strategy = make_strategy(config.cpu_replicas)
 {%- else %}
-    from {{ cookiecutter.package_name }}.strategy import is_chief, make_strategy, peer_lost
+    from {{ cookiecutter.package_name }}.strategy import is_chief, lost_worker_message, make_strategy
     from {{ cookiecutter.package_name }}.training import train
 
     strategy = make_strategy()
@@ -252,10 +252,10 @@ def run_train(args):
         return PREEMPTED_EXIT_STATUS
 {%- if cookiecutter.distribution == "multi_worker" %}
     except tf.errors.UnavailableError as err:
-        lost = peer_lost(err)
-        if lost is None:
+        message = lost_worker_message(err)
+        if message is None:
             raise
-        print(f"error: {lost}", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
         # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
         return PREEMPTED_EXIT_STATUS
 {%- endif %}
@@ -268,12 +268,17 @@ def log_to_worker_file(model_dir, resolver):
     """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log,
     and its console shows warnings and errors only."""
     path = Path(model_dir) / f"{resolver.task_type}-{resolver.task_id}.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file
+    except OSError as err:
+        raise TrainerError(
+            f"cannot write the worker log {path} ({err.strerror}) - pass a writable --model-dir"
+        ) from None
     logging.info("%s %d logs to %s", resolver.task_type, resolver.task_id, path)
     root = logging.getLogger()
     for console in root.handlers:
         console.setLevel(logging.WARNING)
-    log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file
     log_file.setFormatter(logging.Formatter("%(message)s"))
     root.addHandler(log_file)
 {%- endif %}

@@ -1,7 +1,7 @@
 """The fit engine: the model Keras compiles, and the training step `model.fit` runs.
 
-`compile()` sets the loss, the metrics and the optimizer (wrapped in a
-LossScaleOptimizer under mixed_float16), and `model.train_step` is the step
+`compile()` sets the loss, the metrics and the optimizer{% if cookiecutter.mixed_precision == "float16" %} (wrapped in a
+LossScaleOptimizer under mixed_float16){% endif %}, and `model.train_step` is the step
 `fit` would run (override it in your model to change training). The engine
 runs that step under `strategy.run`, k steps per tf.function call, and the
 controller does the rest. `model.fit` itself cannot resume in the middle of

@@ -49,11 +49,12 @@ def set_precision_policy(mixed_precision):
 
 
 def gpu_compute_capabilities():
-    """(major, minor) of each visible GPU."""
-    return [
-        tf.config.experimental.get_device_details(gpu).get("compute_capability", (0, 0))
+    """(major, minor) of each visible GPU that reports one (CUDA GPUs do)."""
+    details = [
+        tf.config.experimental.get_device_details(gpu)
         for gpu in tf.config.list_physical_devices("GPU")
     ]
+    return [found["compute_capability"] for found in details if "compute_capability" in found]
 
 
 def check_bfloat16_gpus(capabilities):

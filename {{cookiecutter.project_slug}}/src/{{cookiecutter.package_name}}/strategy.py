@@ -88,8 +88,9 @@ def _mirrored_strategy(devices):
     # The public alternatives (NcclAllReduce, ReductionToOneDevice) take other
     # code paths, and Keras 3 fit behaves differently under them.
     strategy = tf.distribute.MirroredStrategy(list(devices) if devices else None)
-    on_gpus = devices[0].startswith("/gpu") if devices else tf.config.list_logical_devices("GPU")
-    log.info("all-reduce: collective, %s", "NCCL between GPUs" if on_gpus else "RING")
+    if strategy.num_replicas_in_sync > 1:
+        on_gpus = "GPU" in strategy.extended.worker_devices[0]
+        log.info("all-reduce: collective, %s", "NCCL between GPUs" if on_gpus else "RING")
     return strategy
 
 
@@ -192,27 +193,23 @@ def make_strategy():
     return strategy
 
 
-class PeerLost(TrainerError):
-    pass
-
-
 # How TensorFlow names a lost worker when it aborts the collectives: its
-# coordination service (missed heartbeats, within seconds) or the strategy's
-# health check (every 30 s).
+# coordination service (missed heartbeats, within seconds) or else the
+# strategy's health check (every 30 s).
 LOST_WORKER = re.compile(
     r"unhealthy \(stopped sending heartbeats\):\s*(/job:\w+/replica:\d+/task:\d+)"
     r"|check alive failed, (/job:\w+/replica:\d+/task:\d+) is down"
 )
 
 
-def peer_lost(err):
-    """The PeerLost error for TensorFlow's abort of the collectives when a worker
-    is lost; None for any other UnavailableError."""
+def lost_worker_message(err):
+    """One line for TensorFlow's abort of the collectives when a worker is lost;
+    None for any other UnavailableError."""
     found = LOST_WORKER.search(err.message)
     if found is None:
         return None
     task = found[1] or found[2]
-    return PeerLost(
+    return (
         f"the worker {task} stopped answering, so TensorFlow aborted the all-reduce"
         " - see that worker's log; restarting the job resumes every worker from the"
         " last checkpoint"
@@ -225,8 +222,9 @@ def communication_options(gpus):
 
     No `timeout_seconds`: TensorFlow starts a thread per collective for it (its
     docs: for debugging only). A dead worker is noticed without it, by missed
-    heartbeats (about 10 s here) or the strategy's health check (every 30 s),
-    which abort the collectives: see peer_lost.
+    heartbeats (8 s after a SIGKILL in a 2-worker run) or else the strategy's
+    health check (every 30 s), which abort the collectives: see
+    lost_worker_message.
     """
     implementation = tf.distribute.experimental.CommunicationImplementation
     return tf.distribute.experimental.CommunicationOptions(
