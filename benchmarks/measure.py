@@ -65,24 +65,22 @@ def measure(package, workdir, quick):
     project = importlib.import_module(package)
     task = "image" if importlib.util.find_spec(f"{package}.images") else "tabular"
     examples_per_epoch, repeats, startup_examples = SIZES[task, quick]
-    strategy_module = importlib.import_module(f"{package}.strategy")
-    strategy = strategy_module.make_strategy(cpu_replicas=2)
+
+    def module(name):
+        return importlib.import_module(f"{package}.{name}")
+
+    strategy_module = module("strategy")
+    strategy = strategy_module.make_strategy(cpu_replicas=2)  # before any other TensorFlow op
 
     import tensorflow as tf
 
-    modules = {
-        name: importlib.import_module(f"{package}.{name}")
-        for name in ("checkpointing", "checks", "config", "data", "engine_custom", "engine_fit")
-    }
-    modules["model"] = importlib.import_module(f"{package}.model")
-    data, checks = modules["data"], modules["checks"]
-    checkpointing = modules["checkpointing"]
-    engine_custom, engine_fit = modules["engine_custom"], modules["engine_fit"]
+    checkpointing, checks, data = module("checkpointing"), module("checks"), module("data")
+    engine_custom, engine_fit = module("engine_custom"), module("engine_fit")
 
     small, large = workdir / f"{task}-data-1x", workdir / f"{task}-data-20x"
     data.make_data(small, num_files=4, examples=startup_examples)
     data.make_data(large, num_files=4, examples=20 * startup_examples)
-    config = modules["config"].TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
+    config = module("config").TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
     examples = tf.data.Dataset.from_tensor_slices(data.synthetic_examples(examples_per_epoch, 0))
     steps = examples_per_epoch // global_batch
@@ -123,7 +121,7 @@ def measure(package, workdir, quick):
                 best[name] = max(best[name], rate)
         return best
 
-    build_model = modules["model"].build_model
+    build_model = module("model").build_model
     custom_tutorial = tutorials.CustomTrainingTutorial(strategy, build_model, batches)
     fit_tutorial = tutorials.KerasTutorial(strategy, build_model, batches)
     rate = rates(

@@ -254,19 +254,15 @@ def run_custom_steps(strategy, config, plan, steps):
     keras.utils.set_random_seed(config.seed)
     state = build_training_state(strategy, config)
     probe = BatchProbe(state.model)
-{%- if cookiecutter.task == "tabular" %}
     engine = CustomEngine(
         strategy,
         dataclasses.replace(state, model=probe),
         plan.global_batch_size,
         steps,
+{%- if cookiecutter.task == "tabular" %}
         config.jit_compile,
-    )
-{%- else %}
-    engine = CustomEngine(
-        strategy, dataclasses.replace(state, model=probe), plan.global_batch_size, steps
-    )
 {%- endif %}
+    )
     loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
     return ProbeRun(state.model, state.optimizer, [state.metric], float(loss), probe.batch_sizes)
 {%- endif %}

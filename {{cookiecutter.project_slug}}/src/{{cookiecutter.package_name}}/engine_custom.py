@@ -74,7 +74,7 @@ def make_train_function(strategy, state, global_batch_size{% if cookiecutter.tas
 {%- endif %}
 
     def replica_gradients(features, labels):
-        """This replica's loss, logits and gradients (no collective in here)."""
+        """This replica's loss, logits and gradients, not yet all-reduced."""
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
             loss = replica_loss(model, labels, logits, global_batch_size)
