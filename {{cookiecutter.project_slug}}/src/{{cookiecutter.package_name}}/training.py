@@ -45,25 +45,29 @@ def build_engine(config, strategy, global_batch_size):
         model = build_compiled_model(strategy, config)
         return FitEngine(strategy, model, config.steps_per_call)
     state = build_training_state(strategy, config)
-{%- if cookiecutter.task == "tabular" %}
     return CustomEngine(
-        strategy, state, global_batch_size, config.steps_per_call, config.jit_compile
-    )
-{%- else %}
-    return CustomEngine(strategy, state, global_batch_size, config.steps_per_call)
+        strategy,
+        state,
+        global_batch_size,
+        config.steps_per_call,
+{%- if cookiecutter.task == "tabular" %}
+        config.jit_compile,
 {%- endif %}
+    )
 {%- elif cookiecutter.training_loop == "fit" %}
     model = build_compiled_model(strategy, config)
     return FitEngine(strategy, model, config.steps_per_call)
 {%- else %}
     state = build_training_state(strategy, config)
-{%- if cookiecutter.task == "tabular" %}
     return CustomEngine(
-        strategy, state, global_batch_size, config.steps_per_call, config.jit_compile
-    )
-{%- else %}
-    return CustomEngine(strategy, state, global_batch_size, config.steps_per_call)
+        strategy,
+        state,
+        global_batch_size,
+        config.steps_per_call,
+{%- if cookiecutter.task == "tabular" %}
+        config.jit_compile,
 {%- endif %}
+    )
 {%- endif %}
 
 
@@ -77,7 +81,7 @@ def train(config, strategy):
         plan.steps_per_epoch,
         config.checkpoint_every,
     )
+    prepare_run(config)  # first: a refused precision policy leaves no model directory
     model_dir = prepare_model_dir(config.model_dir)
-    prepare_run(config)
     engine = build_engine(config, strategy, plan.global_batch_size)
     return Controller(strategy, engine, plan, config, model_dir).run()
