@@ -95,11 +95,12 @@ def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):
 def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     # Deterministic kernels are not the default ones (the weights differ from a
     # default run's in the last bits), but two runs with the flag agree exactly.
+    # Seed 0 on purpose: a global TensorFlow seed of 0 once crashed every run.
     fingerprints = []
     for run in ("first", "second"):
         # fmt: off
         result = cli(
-            "train", "--deterministic", "--epochs", "1", "--steps-per-epoch", "4",
+            "train", "--deterministic", "--seed", "0", "--epochs", "1", "--steps-per-epoch", "4",
 {%- if cookiecutter.data_source == "tfrecord" %}
             "--data-dir", str(data_dir),
 {%- endif %}

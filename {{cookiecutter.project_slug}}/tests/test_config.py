@@ -42,6 +42,8 @@ def test_unknown_key_is_refused(tmp_path):
         ('learning_rate = "fast"', r"learning_rate='fast' has the wrong type - expected float"),
         ("epochs = 0", r"epochs=0 must be at least 1"),
         ("steps_per_epoch = -2", r"steps_per_epoch=-2 must be at least 1"),
+        ("seed = -1", r"seed=-1 is out of range - use a whole number from 0 to 2147483645"),
+        ("seed = 2147483646", r"seed=2147483646 is out of range"),
         ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, sgd"),
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
         (

@@ -54,7 +54,7 @@ from {{ cookiecutter.package_name }}.strategy import (
     worker_count,
 {%- endif %}
 )
-from {{ cookiecutter.package_name }}.training import build_engine
+from {{ cookiecutter.package_name }}.training import build_engine, set_global_seed
 
 SUM = tf.distribute.ReduceOp.SUM
 {%- if cookiecutter.training_loop == "both" %}
@@ -231,7 +231,7 @@ class ProbeRun:
 
 def run_fit_steps(strategy, config, plan, steps):
     """`steps` steps of the fit engine on the model from build_compiled_model."""
-    keras.utils.set_random_seed(config.seed)
+    set_global_seed(config.seed)
     model = build_compiled_model(strategy, config)
     batch_sizes = set()
     train_step = model.train_step
@@ -251,7 +251,7 @@ def run_fit_steps(strategy, config, plan, steps):
 
 def run_custom_steps(strategy, config, plan, steps):
     """`steps` steps of the custom engine's train function."""
-    keras.utils.set_random_seed(config.seed)
+    set_global_seed(config.seed)
     state = build_training_state(strategy, config)
     probe = BatchProbe(state.model)
     engine = CustomEngine(

@@ -80,6 +80,10 @@ class TrainConfig:
                 " 1-based labels"
             )
 {%- endif %}
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(
+                f"seed={self.seed} is out of range - use a whole number from 0 to {MAX_SEED}"
+            )
         if not self.learning_rate > 0:
             raise ConfigError(
                 f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"
@@ -104,6 +108,8 @@ class TrainConfig:
 
 
 OPTIMIZERS = ("adam", "sgd")
+# TensorFlow's seeds are below 2**31 - 1, and its global seed is seed + 1 (training.py).
+MAX_SEED = 2**31 - 3
 # How each type is written in the config file, for the wrong-type message.
 TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}
 POSITIVE_FIELDS = (

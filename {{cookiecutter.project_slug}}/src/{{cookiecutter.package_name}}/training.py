@@ -22,9 +22,21 @@ from {{ cookiecutter.package_name }}.strategy import describe
 log = logging.getLogger(__name__)
 
 
+def set_global_seed(seed):
+    """Python's, NumPy's, Keras's and TensorFlow's seeds, from `seed`.
+
+    TensorFlow's global seed is seed + 1: with a global seed of 0, an op seed
+    that is a tensor (the data pipeline's per-pass shuffle seeds) fails in
+    tf.random's get_seed (OperatorNotAllowedInGraphError), and 0 is a seed
+    users type.
+    """
+    keras.utils.set_random_seed(seed)
+    tf.random.set_seed(seed + 1)
+
+
 def prepare_run(config):
     """Seeds, determinism and precision: before any model is built."""
-    keras.utils.set_random_seed(config.seed)
+    set_global_seed(config.seed)
     if config.deterministic:
         # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
         tf.config.experimental.enable_op_determinism()
