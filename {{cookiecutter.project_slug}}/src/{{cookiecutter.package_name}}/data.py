@@ -273,12 +273,15 @@ class ShardPlan:
 
 
 def plan_shards(counts, num_workers, global_batch_size):
-    """FILE when whole files per worker fill as many global batches per pass as
-    the data holds (total // global batch); DATA, which always does, otherwise.
+    """FILE when whole files per worker fill all the global batches a pass holds
+    (total // global batch) but fewer than one per worker, or 1%
+    (max_file_sharding_loss); DATA, which fills them all, otherwise.
 
+    DATA has every worker read and shuffle every file, every pass: at scale
+    (ImageNet's 1024 shards on a few 8-GPU workers) that costs far more than the
+    step or two per pass FILE may leave out, so FILE wins unless it loses more.
     Either way, every worker runs steps_per_pass steps per pass and has the
-    records for them, each example is read for training at most once per pass,
-    and fewer than one global batch of examples is left out of each pass.
+    records for them, and each example is read for training at most once per pass.
     """
     total = sum(counts)
     steps = total // global_batch_size
@@ -291,9 +294,25 @@ def plan_shards(counts, num_workers, global_batch_size):
         assignment = balanced_assignment(counts, num_workers)
         worker_batch = global_batch_size // num_workers
         file_steps = min(sum(counts[i] for i in files) // worker_batch for files in assignment)
-        if file_steps == steps:
-            return ShardPlan(FILE, assignment, steps)
+        if file_steps > 0 and steps - file_steps <= max_file_sharding_loss(steps, num_workers):
+            if file_steps < steps:
+                log.info(
+                    "input sharding: whole files give %d of the %d steps a pass holds"
+                    " (%d examples a pass left out), instead of every worker reading"
+                    " every file",
+                    file_steps,
+                    steps,
+                    total - file_steps * global_batch_size,
+                )
+            return ShardPlan(FILE, assignment, file_steps)
     return data_sharding(len(counts), num_workers, steps)
+
+
+def max_file_sharding_loss(steps_per_pass, num_workers):
+    """The steps of a pass FILE sharding may leave out: each worker's own files
+    leave it less than one of its batches short, so up to a step per worker
+    beyond the first; on long passes, 1%."""
+    return max(num_workers - 1, steps_per_pass // 100)
 
 
 def data_sharding(num_files, num_workers, steps_per_pass):
