@@ -257,6 +257,7 @@ CONDITIONAL_FILES = {
     "src/PKG/engine_custom.py": lambda o: o["training_loop"] in ("custom", "both"),
     "tests/test_fit.py": lambda o: o["training_loop"] in ("fit", "both"),
     "tests/test_custom_loop.py": lambda o: o["training_loop"] in ("custom", "both"),
+    "tests/test_loss_scaling.py": lambda o: o["mixed_precision"] == "float16",
     "src/PKG/cluster.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_cluster.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/launch.py": lambda o: o["distribution"] == "multi_worker",

@@ -29,7 +29,7 @@ COMBINATIONS = [
         ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "float16", "slurm"),
         ("tabular", "fit", "multi_worker", "keras3", "synthetic", "bfloat16", "kubernetes"),
         ("tabular", "fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
-        ("tabular", "both", "mirrored", "keras3", "tfrecord", "bfloat16", "none"),
+        ("tabular", "both", "mirrored", "keras3", "tfrecord", "float16", "none"),
         ("tabular", "custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
         ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "float16", "slurm"),
         ("tabular", "custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),

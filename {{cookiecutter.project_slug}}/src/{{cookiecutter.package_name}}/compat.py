@@ -5,6 +5,9 @@ same for either Keras package.
 """
 {% if cookiecutter.keras_package == "keras3" %}
 import keras
+{%- if cookiecutter.mixed_precision == "float16" %}
+import numpy as np
+{%- endif %}
 import tensorflow as tf
 
 KERAS_PACKAGE = "keras3"
@@ -13,8 +16,38 @@ KERAS_PACKAGE = "keras3"
 {%- if cookiecutter.mixed_precision == "float16" %}
 
 
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras 3's loss-scale optimizer, with every replica agreeing on whether a
+    step's gradients are finite.
+
+    Keras 3.15 takes that decision from replica 0's gradients, before the
+    all-reduce (LossScaleOptimizer._tf_apply, whose comment assumes all-reduced
+    gradients): an overflow on any other replica reaches the weights as inf and
+    the scale is not halved. Dynamic loss scaling overflows on purpose every
+    ~2,000 steps, so a multi-GPU run meets this within hours. Here the replicas
+    first sum their overflow flags; a step that overflowed anywhere hands
+    non-finite gradients to every replica, so all of them skip it and halve the
+    scale, as tf_keras does.
+    """
+
+    def apply(self, grads, trainable_variables=None):
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            overflows = tf.cast(tf.logical_not(self.check_finite(grads)), tf.float32)
+            overflowed = context.all_reduce(tf.distribute.ReduceOp.SUM, overflows) > 0
+            grads = [None if grad is None else marked(grad, overflowed) for grad in grads]
+        return super().apply(grads, trainable_variables)
+
+
+def marked(grad, overflowed):
+    """`grad`, or inf in its place when some replica's gradients overflowed."""
+    if isinstance(grad, tf.IndexedSlices):  # embeddings: keep the gradient sparse
+        return tf.IndexedSlices(marked(grad.values, overflowed), grad.indices, grad.dense_shape)
+    return tf.where(overflowed, tf.constant(np.inf, grad.dtype), grad)
+
+
 def loss_scale_optimizer(optimizer):
-    return keras.optimizers.LossScaleOptimizer(optimizer)
+    return LossScaleOptimizer(optimizer)
 
 
 def is_loss_scale_optimizer(optimizer):

@@ -1,7 +1,7 @@
 """The fit engine: the model Keras compiles, and the training step `model.fit` runs.
 
-`compile()` sets the loss, the metrics and the optimizer{% if cookiecutter.mixed_precision == "float16" %} (wrapped in a
-LossScaleOptimizer under mixed_float16){% endif %}, and `model.train_step` is the step
+`compile()` sets the loss, the metrics and the optimizer{% if cookiecutter.mixed_precision == "float16" %} (wrapped in the
+LossScaleOptimizer of compat.py under mixed_float16){% endif %}, and `model.train_step` is the step
 `fit` would run (override it in your model to change training). The engine
 runs that step under `strategy.run`, k steps per tf.function call, and the
 controller does the rest. `model.fit` itself cannot resume in the middle of
@@ -9,8 +9,11 @@ an epoch: its data iterator restarts at batch 0 (see the README).
 """
 
 import tensorflow as tf
-
+{% if cookiecutter.mixed_precision == "float16" %}
+from {{ cookiecutter.package_name }}.compat import loss_scale_optimizer, metric_results
+{%- else %}
 from {{ cookiecutter.package_name }}.compat import metric_results
+{%- endif %}
 from {{ cookiecutter.package_name }}.model import (
     METRIC_NAME,
     build_model,
@@ -24,8 +27,18 @@ def build_compiled_model(strategy, config):
     """Model, optimizer and metrics, all created under the strategy's scope."""
     with strategy.scope():
         model = build_model()
+{%- if cookiecutter.mixed_precision == "float16" %}
+        optimizer = make_optimizer(config.optimizer, config.learning_rate)
+        if config.mixed_precision:
+            # Wrapped here, not by compile(): this one agrees across replicas (compat.py).
+            optimizer = loss_scale_optimizer(optimizer)
+{%- endif %}
         model.compile(
+{%- if cookiecutter.mixed_precision == "float16" %}
+            optimizer=optimizer,
+{%- else %}
             optimizer=make_optimizer(config.optimizer, config.learning_rate),
+{%- endif %}
             loss=make_loss(),
             metrics=[make_metric()],
         )
