@@ -98,24 +98,66 @@ def test_workers_all_reduce_with_ring_on_cpus_and_nccl_on_gpus_in_large_packs():
 
 
 @pytest.mark.parametrize(
-    "aborted",
+    "error, task",
     [
         # TensorFlow 2.21's words when a worker is SIGKILLed (seen 8 s after the kill).
-        "Collective ops is aborted by: Error reported from /job:worker/task:1: The following"
-        " tasks are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
-        "The tasks have crashed. Check the task logs for an earlier error",
+        (
+            tf.errors.UnavailableError(
+                None,
+                None,
+                "Collective ops is aborted by: Error reported from /job:worker/task:1: The"
+                " following tasks are unhealthy (stopped sending heartbeats):\n"
+                "/job:worker/replica:0/task:1\nThe tasks have crashed. Check the task logs"
+                " for an earlier error",
+            ),
+            "/job:worker/replica:0/task:1",
+        ),
         # The strategy's own health check.
-        "Collective ops is aborted by: cluster check alive failed,"
-        " /job:worker/replica:0/task:1 is down\nThe error could be from a previous operation.",
+        (
+            tf.errors.UnavailableError(
+                None,
+                None,
+                "Collective ops is aborted by: cluster check alive failed,"
+                " /job:worker/replica:0/task:1 is down\nThe error could be from a previous"
+                " operation.",
+            ),
+            "/job:worker/replica:0/task:1",
+        ),
+        # Worker 0 (the chief, host of the coordination service) SIGKILLed: its peers
+        # fail to reach it within about a second.
+        (
+            tf.errors.UnavailableError(
+                None,
+                None,
+                "Collective ops is aborted by: failed to connect to all addresses; last"
+                " error: UNKNOWN: ipv4:127.0.0.1:52763: Failed to connect to remote host:"
+                " Connection refused\nAdditional GRPC error information from remote target"
+                " /job:worker/replica:0/task:0 while calling"
+                " /tensorflow.WorkerService/CompleteInstance:",
+            ),
+            "/job:worker/replica:0/task:0",
+        ),
+        (tf.errors.AbortedError(None, None, "Collective ops is aborted by: Socket closed"), None),
+        (
+            tf.errors.FailedPreconditionError(
+                None, None, "Task /job:worker/replica:0/task:2 has restarted (incarnation 5)"
+            ),
+            "/job:worker/replica:0/task:2",
+        ),
     ],
-    ids=["missed-heartbeats", "health-check"],
+    ids=["missed-heartbeats", "health-check", "chief-lost", "aborted", "peer-restarted"],
 )
-def test_a_lost_worker_is_one_line_naming_it(aborted):
-    message = lost_worker_message(tf.errors.UnavailableError(None, None, aborted))
-    assert message.startswith("the worker /job:worker/replica:0/task:1 stopped answering")
+def test_a_lost_worker_is_one_line_naming_it(error, task):
+    message = lost_worker_message(error)
+    peer = f"the worker {task}" if task else "a peer worker"
+    assert message.startswith(f"{peer} stopped answering ({type(error).__name__}: ")
     assert "\n" not in message
 
 
-def test_other_unavailable_errors_pass_through():
-    assert lost_worker_message(tf.errors.UnavailableError(None, None, "Socket closed")) is None
+def test_errors_not_about_a_peer_pass_through():
+    uninitialized = tf.errors.FailedPreconditionError(
+        None, None, "Could not find variable dense/kernel: it is uninitialized"
+    )
+    assert lost_worker_message(uninitialized) is None
+    assert lost_worker_message(tf.errors.InvalidArgumentError(None, None, "bad shape")) is None
 {%- endif %}

@@ -251,7 +251,7 @@ def run_train(args):
     except Preempted:
         return PREEMPTED_EXIT_STATUS
 {%- if cookiecutter.distribution == "multi_worker" %}
-    except tf.errors.UnavailableError as err:
+    except tf.errors.OpError as err:
         message = lost_worker_message(err)
         if message is None:
             raise

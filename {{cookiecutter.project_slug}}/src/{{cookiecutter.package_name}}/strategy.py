@@ -9,10 +9,11 @@ import re
 import keras
 {%- endif %}
 import tensorflow as tf
-
-from {{ cookiecutter.package_name }} import TrainerError
-{%- if cookiecutter.distribution == "multi_worker" %}
+{% if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.cluster import read_tf_config
+{%- else %}
+from {{ cookiecutter.package_name }} import TrainerError
 {%- endif %}
 
 log = logging.getLogger(__name__)
@@ -193,26 +194,38 @@ def make_strategy():
     return strategy
 
 
-# How TensorFlow names a lost worker when it aborts the collectives: its
-# coordination service (missed heartbeats, within seconds) or else the
-# strategy's health check (every 30 s).
-LOST_WORKER = re.compile(
+# A collective (gradient all-reduce, synchronized batch normalization, the
+# preemption flag, a checkpoint) aborted because a peer is gone. TensorFlow says
+# it as UnavailableError or AbortedError (a worker that died, or the chief and
+# its coordination service: "failed to connect to all addresses"), or as
+# FailedPreconditionError when a peer restarted mid-run (a new incarnation).
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError)
+PEER_RESTARTED = re.compile(r"has restarted|incarnation", re.IGNORECASE)
+# Where the message names the lost task: missed heartbeats (the coordination
+# service), the strategy's health check (every 30 s), a failed call to it.
+LOST_TASK = re.compile(
     r"unhealthy \(stopped sending heartbeats\):\s*(/job:\w+/replica:\d+/task:\d+)"
     r"|check alive failed, (/job:\w+/replica:\d+/task:\d+) is down"
+    r"|remote target (/job:\w+/replica:\d+/task:\d+)"
+    r"|(/job:\w+/replica:\d+/task:\d+)"
 )
 
 
 def lost_worker_message(err):
-    """One line for TensorFlow's abort of the collectives when a worker is lost;
-    None for any other UnavailableError."""
-    found = LOST_WORKER.search(err.message)
-    if found is None:
+    """One line for TensorFlow's abort of the collectives when a peer is lost;
+    None for an error that is not about a peer (a bug in this worker)."""
+    peer_restarted = isinstance(err, tf.errors.FailedPreconditionError) and PEER_RESTARTED.search(
+        err.message
+    )
+    if not (isinstance(err, PEER_ERRORS) or peer_restarted):
         return None
-    task = found[1] or found[2]
+    found = LOST_TASK.search(err.message)
+    task = next(group for group in found.groups() if group) if found else None
+    peer = f"the worker {task}" if task else "a peer worker"
     return (
-        f"the worker {task} stopped answering, so TensorFlow aborted the all-reduce"
-        " - see that worker's log; restarting the job resumes every worker from the"
-        " last checkpoint"
+        f"{peer} stopped answering ({type(err).__name__}: {first_line(err, 160)}), so"
+        " TensorFlow aborted the all-reduce - see that worker's log; restarting the job"
+        " resumes every worker from the last checkpoint"
     )
 
 
