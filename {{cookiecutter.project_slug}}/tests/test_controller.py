@@ -10,7 +10,7 @@ import signal
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import controller
+from {{ cookiecutter.package_name }} import controller, data
 from {{ cookiecutter.package_name }}.controller import Controller, Preempted
 from {{ cookiecutter.package_name }}.data import plan_run
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
@@ -166,3 +166,26 @@ def test_evaluation_runs_at_every_epoch_end(run):
     epochs = [m for m in messages if m.startswith("epoch ")]
     assert len(epochs) == EPOCHS
     assert all(", eval loss " in line for line in epochs)
+
+
+def test_one_pipeline_serves_every_epoch_without_rereading(one_device, sgd_config, monkeypatch):
+    # Epochs shorter than a pass continue the stream. A pipeline made per epoch
+    # read the pass again up to its position before each epoch's first batch
+    # (epoch 7 of 16-step epochs skipped 112 batches): quadratic in the epochs.
+    produced = []
+
+    def counted_batches(records, per_replica_batch_size):
+        def count(*batch):
+            with tf.control_dependencies([tf.py_function(lambda: produced.append(1), [], [])]):
+                return tf.nest.map_structure(tf.identity, batch)
+
+        return batch_records(records, per_replica_batch_size).map(count)
+
+    batch_records = data.batch_records
+    monkeypatch.setattr(data, "batch_records", counted_batches)
+    config = sgd_config("streamed", 32, epochs=8, steps_per_epoch=16)
+    engine = StubEngine(one_device, steps_per_call=4)
+    plan = plan_run(config, one_device)
+    summary = Controller(one_device, engine, plan, config, config.model_dir).run()
+    assert summary["global_step"] == len(engine.batches_seen) == 8 * 16
+    assert len(produced) == 8 * 16  # each batch read once, none skipped

@@ -94,15 +94,27 @@ class Controller:
             log.info("resumed from epoch %d step %d", *resumed_from)
         writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
         with PreemptionWatch(self.strategy) as preemption, writer.as_default():
+            epoch, step = self.progress.position
+            if epoch < self.config.epochs:
+                # One pipeline for the rest of the run: an epoch continues the
+                # stream where the last one stopped, and the skip to a position is
+                # paid once, on a resume.
+                batches = training_input(
+                    self.strategy,
+                    self.plan,
+                    self.config.seed,
+                    epoch,
+                    step,
+                    epochs=self.config.epochs - epoch,
+                )
+                iterator = iter(batches)
             while self.progress.position[0] < self.config.epochs:
-                self.train_epoch(preemption)
+                self.train_epoch(iterator, preemption)
         return self.finish(resumed_from)
 
-    def train_epoch(self, preemption):
+    def train_epoch(self, iterator, preemption):
         epoch, step = self.progress.position
         steps = self.plan.steps_per_epoch
-        batches = training_input(self.strategy, self.plan, self.config.seed, epoch, step)
-        iterator = iter(batches)
         interval = Interval(self.plan.global_batch_size)
         while step < steps:
             count = self.next_call_size(step)

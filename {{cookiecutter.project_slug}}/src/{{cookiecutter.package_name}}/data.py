@@ -397,13 +397,15 @@ def batch_records(records, per_replica_batch_size):
 
 
 def worker_batches(
-    plan, seed, epoch, first_step, worker=0, num_workers=1, per_replica_batch_size=None
+    plan, seed, epoch, first_step, worker=0, num_workers=1, per_replica_batch_size=None, epochs=1
 ):
     """Worker `worker`'s per-replica batches from step `first_step` of `epoch` to the
-    epoch's end: each step takes one batch per replica of this worker.
+    end of `epochs` epochs: each step takes one batch per replica of this worker.
 
     skip() runs the pass over the batches before `first_step` (reading, no parsing,
-    no training step); it is paid on a resume only, and at most one pass.
+    no training step), at most one pass. The controller makes one pipeline for the
+    rest of a run, so that is paid once when it starts: never at an epoch start,
+    and only on a resume (a fresh run starts at a pass's start).
     """
     per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
     shards = plan.shards
@@ -431,7 +433,7 @@ def worker_batches(
 
     batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
     batches = batches.skip(offset * batches_per_step)
-    batches = batches.take((plan.steps_per_epoch - first_step) * batches_per_step)
+    batches = batches.take((epochs * plan.steps_per_epoch - first_step) * batches_per_step)
 {%- if cookiecutter.task == "image" %}
     batches = batches.map(
         lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE
@@ -442,8 +444,9 @@ def worker_batches(
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
-def training_input(strategy, plan, seed, epoch, first_step=0):
-    """The distributed batches of `epoch` from `first_step` on, one pipeline per worker."""
+def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1):
+    """The distributed batches of `epochs` epochs from step `first_step` of `epoch`
+    on, one pipeline per worker."""
 
     def dataset_fn(context):
         planned = plan.shards.num_workers
@@ -460,6 +463,7 @@ def training_input(strategy, plan, seed, epoch, first_step=0):
             context.input_pipeline_id,
             context.num_input_pipelines,
             context.get_per_replica_batch_size(plan.global_batch_size),
+            epochs,
         )
 
     return strategy.distribute_datasets_from_function(dataset_fn)
