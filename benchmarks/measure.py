@@ -137,7 +137,9 @@ def measure(package, workdir, quick):
 
     # A checkpoint save against the training steps it costs.
     engine = custom_engine(config.steps_per_call)
-    progress = checkpointing.Progress(strategy)
+    progress = checkpointing.Progress(
+        strategy, dict.fromkeys(checkpointing.DATA_STREAM_KEYS, 0)
+    )
     saver = checkpointing.Checkpoints(
         {"model": engine.model, "optimizer": engine.optimizer},
         progress,

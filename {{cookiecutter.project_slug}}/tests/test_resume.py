@@ -215,3 +215,25 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(
     )
     with pytest.raises(CheckpointError, match=refused):
         train(config, one_device)
+
+
+def test_resuming_with_another_global_batch_is_refused_and_the_same_one_continues(
+    two_replicas, one_device, sgd_config
+):
+    # 2 replicas x 64 saved; 1 replica x 64 would silently read another data stream.
+    config = sgd_config("replicas", 64, epochs=1{% if cookiecutter.training_loop == "both" %}, loop=LOOPS[-1]{% endif %})
+    train(config, two_replicas)
+    latest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
+    config.epochs = 2
+    refused = (
+        r"^the checkpoints in \S+ were written with global batch size 128; this run has"
+        r" global batch size 64 - resume with the same settings"
+    )
+    with pytest.raises(CheckpointError, match=refused):
+        train(config, one_device)
+    assert tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints") == latest
+    # The same global batch on another replica count continues the same stream.
+    config.per_replica_batch_size = 128
+    resumed = train(config, one_device)
+    assert resumed["resumed_from"] == {"epoch": 1, "step": 0}
+    assert len(resumed["losses"]) == 1

@@ -36,11 +36,23 @@ class CheckpointError(TrainerError):
     pass
 
 
-class Progress:
-    """Where the run is, as variables saved in every checkpoint."""
+# What fixes the data stream besides the position: a run resumed with other
+# values would silently train on other examples than the saved run was going to.
+DATA_STREAM_KEYS = ("global_batch_size", "workers", "seed", "steps_per_pass", "steps_per_epoch")
+DERIVED_KEYS = ("steps_per_pass", "steps_per_epoch")
 
-    def __init__(self, strategy):
+
+class Progress:
+    """Where the run is, and the data stream it is in (`data_stream`: a value for
+    each of DATA_STREAM_KEYS), as variables saved in every checkpoint."""
+
+    def __init__(self, strategy, data_stream):
+        self.data_stream = dict(data_stream)
         with strategy.scope():
+            self.saved_data_stream = {
+                key: self._variable(self.data_stream[key], tf.int64, key)
+                for key in DATA_STREAM_KEYS
+            }
             self.epoch = self._variable(0, tf.int64, "epoch")  # the epoch under way
             self.step = self._variable(0, tf.int64, "step")  # steps done in it
             self.global_step = self._variable(0, tf.int64, "global_step")
@@ -55,10 +67,28 @@ class Progress:
         return tf.Variable(value, dtype=dtype, trainable=False, name=name)
 
     def variables(self):
-        return {
+        position = {
             name: getattr(self, name)
             for name in ("epoch", "step", "global_step", "loss_sum", "metric_sum", "last_loss")
         }
+        return {**position, **self.saved_data_stream}
+
+    def check_data_stream(self, where):
+        """After a restore: refuse a run whose data stream is not the saved one's."""
+        saved = {key: int(variable.numpy()) for key, variable in self.saved_data_stream.items()}
+        changed = [key for key in DATA_STREAM_KEYS if saved[key] != self.data_stream[key]]
+        # Steps per pass and per epoch follow from the global batch and the workers:
+        # name them only when they changed on their own (the data, --steps-per-epoch).
+        changed = [key for key in changed if key not in DERIVED_KEYS] or changed
+        if changed:
+            was = ", ".join(f"{key.replace('_', ' ')} {saved[key]}" for key in changed)
+            now = ", ".join(f"{key.replace('_', ' ')} {self.data_stream[key]}" for key in changed)
+            raise CheckpointError(
+                f"the checkpoints in {where} were written with {was}; this run has {now}"
+                " - resume with the same settings (the data position depends on them; on"
+                " another replica count keep the global batch with --per-replica-batch-size),"
+                " or train into a new --model-dir"
+            )
 
     @property
     def position(self):

@@ -68,7 +68,16 @@ class Controller:
         self.config = config
         self.model_dir = Path(model_dir)
         self.write_dir = worker_dir(self.model_dir, strategy)
-        self.progress = Progress(strategy)
+        self.progress = Progress(
+            strategy,
+            {
+                "global_batch_size": plan.global_batch_size,
+                "workers": worker_count(strategy),
+                "steps_per_pass": plan.shards.steps_per_pass,
+                "steps_per_epoch": plan.steps_per_epoch,
+                "seed": config.seed,
+            },
+        )
         self.checkpoints = Checkpoints(
             {"model": engine.model, "optimizer": engine.optimizer},
             self.progress,
@@ -91,6 +100,7 @@ class Controller:
         if resumed_from is None:
             log.info("starting fresh")
         else:
+            self.progress.check_data_stream(self.checkpoints.restore_dir)
             log.info("resumed from epoch %d step %d", *resumed_from)
         writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
         with PreemptionWatch(self.strategy) as preemption, writer.as_default():
