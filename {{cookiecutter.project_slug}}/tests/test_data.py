@@ -109,6 +109,20 @@ def test_steps_per_epoch_continues_the_stream_across_epochs():
     assert rows(worker_batches(streamed, seed=7, epoch=2, first_step=2)) == passes[8:9]
 
 
+def test_each_worker_parses_only_its_share_of_the_evaluation_set():
+    # In-memory data shards by DATA: every worker reads every record, and each
+    # parses its slice of every global batch only. 2 workers x 2 replicas x 8:
+    # 70 examples are 2 global batches of 32 and a short one of 6.
+    plan = make_plan(source(64), source(70), 32, num_workers=2)
+    shares = [rows(evaluation_batches(plan, worker, 2, 8)) for worker in (0, 1)]
+    assert [len(batches) for batches in shares] == [6, 6]  # 3 global batches x 2 replicas
+    assert shares[0][4:] == [[64, 65, 66, 67, 68, 69], []]  # worker 0 holds the short rest
+    assert shares[1][4:] == [[], []]
+    parsed = [sorted(row for batch in batches for row in batch) for batches in shares]
+    assert [len(rows_parsed) for rows_parsed in parsed] == [38, 32]
+    assert sorted(parsed[0] + parsed[1]) == list(range(70))  # each example once
+
+
 def test_evaluation_batches_keep_their_order_and_the_short_last_batch():
     plan = plan_for(64, 32, evaluation=source(70))
     assert rows(evaluation_batches(plan)) == [

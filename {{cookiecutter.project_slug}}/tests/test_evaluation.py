@@ -6,6 +6,7 @@ import numpy as np
 from {{ cookiecutter.package_name }}.data import (
     ArraySource,
     evaluation_batches,
+    evaluation_input,
     make_plan,
     synthetic_examples,
 )
@@ -21,6 +22,10 @@ def batches_of(source, global_batch_size):
     return evaluation_batches(make_plan(source, source, global_batch_size))
 
 
+def distributed(strategy, source, global_batch_size):
+    return evaluation_input(strategy, make_plan(source, source, global_batch_size))
+
+
 def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):
     features, labels = synthetic_examples(EXAMPLES, seed=3)
     examples = ArraySource(features, labels)
@@ -29,14 +34,14 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
     with one_device.scope():
         reference = build_model()
     reference.set_weights(model.get_weights())
-    distributed = evaluate(two_replicas, model, batches_of(examples, 64))
-    whole_set = evaluate(one_device, reference, batches_of(examples, EXAMPLES))
+    on_replicas = evaluate(two_replicas, model, distributed(two_replicas, examples, 64))
+    whole_set = evaluate(one_device, reference, distributed(one_device, examples, EXAMPLES))
     # What the model sees: the examples as evaluation prepares them.
     inputs = np.concatenate([batch.numpy() for batch, _ in batches_of(examples, EXAMPLES)])
     logits = reference(inputs, training=False)
     expected_loss = float(np.mean(per_example_loss(labels, logits).numpy().astype("float64")))
     expected_accuracy = float(np.mean(np.argmax(logits, axis=-1) == labels))
-    for loss, accuracy in (distributed, whole_set):
+    for loss, accuracy in (on_replicas, whole_set):
         assert abs(loss - expected_loss) < 1e-6
         assert abs(accuracy - expected_accuracy) < 1e-6
     # Not halved, not missing the last example: the reference counts all 129.

@@ -116,6 +116,9 @@ def test_two_workers_train_like_two_replicas_in_one_process(
     assert single["replicas"] == REPLICAS == WORKERS
     np.testing.assert_allclose(summary["losses"], single["losses"], rtol=0, atol=1e-5)
     assert_same_weights(summary["weights_path"], single["weights_path"], atol=1e-5)
+    # Each worker evaluates its share; together, every example once.
+    assert abs(summary["eval_loss"] - single["eval_loss"]) < 1e-5
+    assert abs(summary["eval_metric"] - single["eval_metric"]) < 1e-6
 
 
 @pytest.mark.processes

@@ -108,7 +108,7 @@ class TrainConfig:
 
 
 OPTIMIZERS = ("adam", "sgd")
-# TensorFlow's seeds are below 2**31 - 1, and its global seed is seed + 1 (training.py).
+# TensorFlow's seeds are below 2**31 - 1, and seed 0 uses 2**31 - 2 (training.py).
 MAX_SEED = 2**31 - 3
 # How each type is written in the config file, for the wrong-type message.
 TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}

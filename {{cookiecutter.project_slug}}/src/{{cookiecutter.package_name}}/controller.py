@@ -34,7 +34,7 @@ from {{ cookiecutter.package_name }}.checkpointing import (
     worker_dir,
 )
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
-from {{ cookiecutter.package_name }}.data import {% if cookiecutter.data_source == "tfrecord" %}DataError, {% endif %}evaluation_batches, training_input
+from {{ cookiecutter.package_name }}.data import {% if cookiecutter.data_source == "tfrecord" %}DataError, {% endif %}evaluation_input, training_input
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import data_loss_reason, first_corrupt_file
@@ -87,7 +87,7 @@ class Controller:
         self.evaluate = make_evaluator(
             strategy,
             engine.model,
-            evaluation_batches(plan),
+            evaluation_input(strategy, plan),
         )
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None

@@ -469,15 +469,48 @@ def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1):
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def evaluation_batches(plan):
-    """The evaluation set in global batches, in order, the last one short: every
-    example counts once (a replica may get a short or an empty share of the last
-    batch; the evaluation sums handle both)."""
+def evaluation_batches(plan, worker=0, num_workers=1, per_replica_batch_size=None):
+    """Worker `worker`'s share of the evaluation set, in order: per-replica batches,
+    one per replica of the worker for each global batch. Every example counts
+    once: the last global batch is short, so a replica's share may be short or
+    empty (the evaluation sums handle both), and every worker has as many batches
+    as the others, so none waits in the all-reduce.
+
+    A worker parses only its own share: its files (FILE), or its slice of each
+    global batch of serialized records (DATA), cut before parsing.
+    """
+    per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
+    worker_batch = plan.global_batch_size // num_workers
     source = plan.evaluation
-    records = source.records(tuple(range(len(source.counts))))
-    batches = records.batch(plan.global_batch_size).map(
-        source.parse, num_parallel_calls=tf.data.AUTOTUNE
+    if plan.evaluation_policy == FILE:
+        records = source.records(tuple(range(worker, len(source.counts), num_workers)))
+        shares = records.batch(worker_batch)
+    else:
+        records = source.records(tuple(range(len(source.counts))))
+        start = worker * worker_batch
+        shares = records.batch(plan.global_batch_size).map(
+            lambda batch: batch[start : start + worker_batch]
+        )
+    replicas = worker_batch // per_replica_batch_size
+    batches = shares.flat_map(
+        lambda share: tf.data.Dataset.range(replicas).map(
+            lambda replica: share[
+                replica * per_replica_batch_size : (replica + 1) * per_replica_batch_size
+            ]
+        )
     )
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = plan.evaluation_policy
-    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)
+    return batches.map(source.parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_input(strategy, plan):
+    """The distributed evaluation batches, one pipeline per worker."""
+
+    def dataset_fn(context):
+        return evaluation_batches(
+            plan,
+            context.input_pipeline_id,
+            context.num_input_pipelines,
+            context.get_per_replica_batch_size(plan.global_batch_size),
+        )
+
+    return strategy.distribute_datasets_from_function(dataset_fn)

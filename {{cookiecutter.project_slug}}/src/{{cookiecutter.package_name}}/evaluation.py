@@ -52,12 +52,11 @@ def make_evaluate_function(strategy, model):
 
 def make_evaluator(strategy, model, batches):
     """() -> (mean loss, accuracy) of `model` over every example of `batches`
-    (global batches, not yet distributed): traced once, run at every epoch end."""
+    (distributed: data.evaluation_input): traced once, run at every epoch end."""
     evaluate_batches = make_evaluate_function(strategy, model)
-    distributed = strategy.experimental_distribute_dataset(batches)
 
     def evaluate():
-        loss, accuracy = evaluate_batches(distributed)
+        loss, accuracy = evaluate_batches(batches)
         return float(loss), float(accuracy)
 
     return evaluate

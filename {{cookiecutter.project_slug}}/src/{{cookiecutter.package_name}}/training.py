@@ -21,17 +21,21 @@ from {{ cookiecutter.package_name }}.strategy import describe
 
 log = logging.getLogger(__name__)
 
+# TensorFlow's global seed for --seed 0 (see set_global_seed).
+SEED_ZERO_TENSORFLOW_SEED = 2**31 - 2
+
 
 def set_global_seed(seed):
     """Python's, NumPy's, Keras's and TensorFlow's seeds, from `seed`.
 
-    TensorFlow's global seed is seed + 1: with a global seed of 0, an op seed
-    that is a tensor (the data pipeline's per-pass shuffle seeds) fails in
-    tf.random's get_seed (OperatorNotAllowedInGraphError), and 0 is a seed
-    users type.
+    A TensorFlow global seed of 0 with an op seed that is a tensor (the data
+    pipeline's per-pass shuffle seeds) fails in tf.random's get_seed
+    (OperatorNotAllowedInGraphError), and 0 is a seed users type: seed 0 gets a
+    TensorFlow global seed no other seed gives (config.MAX_SEED is below it).
     """
     keras.utils.set_random_seed(seed)
-    tf.random.set_seed(seed + 1)
+    if seed == 0:
+        tf.random.set_seed(SEED_ZERO_TENSORFLOW_SEED)
 
 
 def prepare_run(config):
