@@ -174,6 +174,18 @@ def write_shards(path, counts):
                 writer.write(encode(row, label))
     write_split(path, "eval", *synthetic_examples(10, seed=1), num_files=1)
     index(str(path))
+{%- if cookiecutter.task == "image" %}
+
+
+def truncated_jpeg_record(label=1):
+    """A record of the format whose JPEG is cut in half (a copy that stopped
+    early): its header reads, its image does not decode."""
+    images, _ = synthetic_examples(1, seed=0)
+    example = tf.train.Example.FromString(encode(images[0], label))
+    encoded = example.features.feature["image/encoded"].bytes_list.value
+    encoded[0] = encoded[0][: len(encoded[0]) // 2]
+    return example.SerializeToString()
+{%- endif %}
 {%- endif %}
 
 

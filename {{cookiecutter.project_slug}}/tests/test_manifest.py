@@ -2,10 +2,16 @@
 and refuses, in one line naming the file, anything that would train wrongly."""
 
 import json
+{%- if cookiecutter.task == "image" %}
+import re
+{%- endif %}
 
 import numpy as np
 import pytest
 import tensorflow as tf
+{%- if cookiecutter.task == "image" %}
+from conftest import truncated_jpeg_record
+{%- endif %}
 
 {% if cookiecutter.task == "image" -%}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, make_data
@@ -161,6 +167,22 @@ def test_records_that_are_not_jpeg_images_are_refused_by_index(data):
         writer.write(record.SerializeToString())
     with pytest.raises(ManifestError, match="train-00001-of-00002.tfrecord does not hold records"):
         index(str(data))
+
+
+def test_a_truncated_jpeg_is_refused_by_index_naming_its_file_and_record(tmp_path):
+    write_split(tmp_path, "eval", *np_examples(2), num_files=1)
+    shard = tmp_path / "train-00000-of-00001.tfrecord"
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in [encode(*example()), encode(*example()), truncated_jpeg_record()]:
+            writer.write(record)
+    refused = (
+        rf"^{re.escape(str(shard))} record 2 holds a JPEG that does not decode \(truncated or"
+        r" corrupt\) - re-encode that image or drop the record, then run `\S+ index --data-dir"
+        rf" {re.escape(str(tmp_path))}`$"
+    )
+    with pytest.raises(ManifestError, match=refused):
+        index(str(tmp_path))
+    assert not list(tmp_path.glob("manifest.json*"))
 
 
 def test_images_of_any_size_are_indexed_with_the_smallest(data):
