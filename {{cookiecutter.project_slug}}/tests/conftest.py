@@ -164,9 +164,13 @@ def data_dir(tmp_path_factory):
     return path
 
 
-def write_shards(path, counts):
-    """Training files holding the given numbers of records (and one eval file), indexed."""
+def write_shards(path, counts, by_label=False):
+    """Training files holding the given numbers of records (and one eval file), indexed;
+    `by_label`: the records written in label order, as a careless conversion would."""
     features, labels = synthetic_examples(sum(counts), seed=0)
+    if by_label:
+        order = np.argsort(labels, kind="stable")
+        features, labels = features[order], labels[order]
     ends = np.cumsum(counts)
     for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
         with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:

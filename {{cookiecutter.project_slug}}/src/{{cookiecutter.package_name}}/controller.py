@@ -166,8 +166,8 @@ class Controller:
 {%- if cookiecutter.data_source == "tfrecord" %}
 
     def corrupt_record(self, err, epoch, step):
-        """A record failed its checksum, or did not parse{% if cookiecutter.task == "image" %} or decode{% endif %}, mid-run (the
-        file changed after `index`, or an older version indexed it): find the file,
+        """A record failed its checksum or did not parse{% if cookiecutter.task == "image" %} or decode{% endif %} mid-run (the file
+        changed after `index`, or an older version indexed it): find the file,
         reading the training files in order as `index` does, and say which it is;
         the error to raise. No checkpoint is written after the error."""
         if isinstance(err, tf.errors.DataLossError):

@@ -14,6 +14,7 @@ TensorFlow reads (a local directory, gs://...).
 import concurrent.futures
 import dataclasses
 import json
+import logging
 import os
 import re
 
@@ -22,6 +23,8 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.tfrecords import FORMAT, describe_batch
+
+log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "eval")
@@ -88,7 +91,28 @@ def index(data_dir, threads=READ_THREADS):
         },
     }
     write_atomically(os.path.join(data_dir, MANIFEST_NAME), json.dumps(manifest, indent=1))
+    ranges = [(shard.label_min, shard.label_max) for shard in splits["train"]]
+    if sorted_by_label(ranges):
+        log.warning(
+            "the %d training shards look sorted by label (each holds at most half of labels"
+            " %d..%d): training shuffles only within a window of the records (a few files"
+            " at a time, a shuffle buffer of bounded size), so its batches would hold few"
+            " classes - re-shard with the records shuffled, then re-run index",
+            len(ranges),
+            min(low for low, _ in ranges),
+            max(high for _, high in ranges),
+        )
     return splits
+
+
+def sorted_by_label(ranges):
+    """Whether shards with these (label_min, label_max) look written in label order:
+    at least 4 of them, each spanning at most half of the labels they span together
+    (shuffled shards of more than a few records each span nearly all of them)."""
+    if len(ranges) < 4:
+        return False
+    labels = max(high for _, high in ranges) - min(low for low, _ in ranges) + 1
+    return all(2 * (high - low + 1) <= labels for low, high in ranges)
 
 
 def index_file(path):
@@ -146,9 +170,9 @@ def index_file(path):
 
 
 def described_batches(path):
-    """`path`'s records, described a batch at a time in order ({% if cookiecutter.task == "image" %}every image
-    decoded: {% endif %}what `index` and the search for a bad file after a failed
-    training step both read). Batches in parallel: {% if cookiecutter.task == "image" %}decoding{% else %}parsing{% endif %} is the work."""
+    """`path`'s records described a batch at a time, in order: what `index` and the
+    search for a bad file after a failed training step both read. Batches in
+    parallel: {% if cookiecutter.task == "image" %}decoding every image{% else %}parsing{% endif %} is the work."""
     return (
         tf.data.TFRecordDataset(path)
         .batch(INDEX_BATCH)
