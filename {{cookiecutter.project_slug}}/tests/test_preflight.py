@@ -18,6 +18,9 @@ from {{ cookiecutter.package_name }} import TrainerError, checkpointing
 from {{ cookiecutter.package_name }} import checkpointing
 {%- endif %}
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, prepare_model_dir
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.manifest import INDEX_COMMAND
+{%- endif %}
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
 from {{ cookiecutter.package_name }}.model import check_bfloat16_gpus
 {%- endif %}
@@ -160,8 +163,8 @@ def test_an_image_truncated_after_index_stops_training_in_one_line_naming_its_fi
     assert "Traceback" not in second.stderr
     assert second.stderr.splitlines()[-1] == (
         f"error: {shard} has a corrupt record (an image that does not decode) at epoch 2"
-        f" step 0 - restore or regenerate it and run `{{ cookiecutter.project_slug }} index --data-dir {shards}`;"
-        " the last checkpoint is intact"
+        f" step 0 - restore or regenerate it and run `{INDEX_COMMAND} {shards}`; the last"
+        " checkpoint is intact"
     )
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
     reader = tf.train.load_checkpoint(latest)
