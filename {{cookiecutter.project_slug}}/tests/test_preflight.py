@@ -162,9 +162,9 @@ def test_an_image_truncated_after_index_stops_training_in_one_line_naming_its_fi
     assert second.returncode == 2, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
     assert second.stderr.splitlines()[-1] == (
-        f"error: {shard} has a corrupt record (an image that does not decode) at epoch 2"
-        f" step 0 - restore or regenerate it and run `{INDEX_COMMAND} {shards}`; the last"
-        " checkpoint is intact"
+        f"error: {shard} has a corrupt record (a record that does not parse or decode) at"
+        f" epoch 2 step 0 - restore or regenerate it and run `{INDEX_COMMAND} {shards}`; the"
+        " last checkpoint is intact"
     )
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
     reader = tf.train.load_checkpoint(latest)

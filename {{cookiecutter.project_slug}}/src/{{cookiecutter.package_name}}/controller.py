@@ -173,7 +173,7 @@ class Controller:
         if isinstance(err, tf.errors.DataLossError):
             reason = data_loss_reason(err)
         else:
-            reason = "{% if cookiecutter.task == "image" %}an image that does not decode{% else %}a record that does not parse{% endif %}"
+            reason = "a record that does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}"
         log.warning("a training record is corrupt (%s): looking for its file", reason)
         path = first_corrupt_file(list(self.plan.train.files))
         if path is None and isinstance(err, tf.errors.InvalidArgumentError):
