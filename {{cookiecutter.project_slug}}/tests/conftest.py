@@ -164,9 +164,13 @@ def data_dir(tmp_path_factory):
     return path
 
 
-def write_shards(path, counts):
-    """Training files holding the given numbers of records (and one eval file), indexed."""
+def write_shards(path, counts, by_label=False):
+    """Training files holding the given numbers of records (and one eval file), indexed;
+    `by_label`: the records written in label order, as a careless conversion would."""
     features, labels = synthetic_examples(sum(counts), seed=0)
+    if by_label:
+        order = np.argsort(labels, kind="stable")
+        features, labels = features[order], labels[order]
     ends = np.cumsum(counts)
     for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
         with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
@@ -174,6 +178,18 @@ def write_shards(path, counts):
                 writer.write(encode(row, label))
     write_split(path, "eval", *synthetic_examples(10, seed=1), num_files=1)
     index(str(path))
+{%- if cookiecutter.task == "image" %}
+
+
+def truncated_jpeg_record(label=1):
+    """A record of the format whose JPEG is cut in half (a copy that stopped
+    early): its header reads, its image does not decode."""
+    images, _ = synthetic_examples(1, seed=0)
+    example = tf.train.Example.FromString(encode(images[0], label))
+    encoded = example.features.feature["image/encoded"].bytes_list.value
+    encoded[0] = encoded[0][: len(encoded[0]) // 2]
+    return example.SerializeToString()
+{%- endif %}
 {%- endif %}
 
 

@@ -2,18 +2,29 @@
 and refuses, in one line naming the file, anything that would train wrongly."""
 
 import json
+{%- if cookiecutter.task == "image" %}
+import re
+{%- endif %}
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import {% if cookiecutter.task == "image" %}truncated_jpeg_record, {% endif %}write_shards
 
+from {{ cookiecutter.package_name }} import manifest
 {% if cookiecutter.task == "image" -%}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, make_data
 from {{ cookiecutter.package_name }}.images import IMAGE_SIZE
 {% else -%}
 from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES, make_data
 {% endif -%}
-from {{ cookiecutter.package_name }}.manifest import ManifestError, first_corrupt_file, index, load
+from {{ cookiecutter.package_name }}.manifest import (
+    ManifestError,
+    first_corrupt_file,
+    index,
+    load,
+    sorted_by_label,
+)
 from {{ cookiecutter.package_name }}.tfrecords import encode, write_split
 
 {% if cookiecutter.task == "image" -%}
@@ -163,6 +174,22 @@ def test_records_that_are_not_jpeg_images_are_refused_by_index(data):
         index(str(data))
 
 
+def test_a_truncated_jpeg_is_refused_by_index_naming_its_file_and_record(tmp_path):
+    write_split(tmp_path, "eval", *np_examples(2), num_files=1)
+    shard = tmp_path / "train-00000-of-00001.tfrecord"
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in [encode(*example()), encode(*example()), truncated_jpeg_record()]:
+            writer.write(record)
+    refused = (
+        rf"^{re.escape(str(shard))} record 2 holds a JPEG that does not decode \(truncated or"
+        r" corrupt\) - re-encode that image or drop the record, then run `\S+ index --data-dir"
+        rf" {re.escape(str(tmp_path))}`$"
+    )
+    with pytest.raises(ManifestError, match=refused):
+        index(str(tmp_path))
+    assert not list(tmp_path.glob("manifest.json*"))
+
+
 def test_images_of_any_size_are_indexed_with_the_smallest(data):
     write_records(
         data / "train-00001-of-00002.tfrecord",
@@ -242,6 +269,37 @@ def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch)
     with pytest.raises(ManifestError, match=refused):
         index(str(data))
     assert not (data / "manifest.json.partial").exists()
+
+
+@pytest.mark.parametrize(
+    "ranges, looks_sorted",
+    [
+        ([(0, 0), (0, 1), (1, 2), (2, 3)], True),  # 4 labels, each shard 2 at most
+        ([(0, 249), (249, 499), (500, 749), (750, 999)], True),
+        ([(0, 0), (1, 1), (2, 3)], False),  # too few shards to tell
+        ([(0, 3), (0, 2), (1, 3), (0, 3)], False),  # shuffled: each spans most labels
+        ([(0, 0), (1, 1), (2, 2), (0, 3)], False),  # one shard of every label
+        ([(5, 5)] * 4, False),  # a single label
+    ],
+)
+def test_shards_in_label_order_are_told_from_their_label_ranges(ranges, looks_sorted):
+    assert sorted_by_label(ranges) is looks_sorted
+
+
+def test_index_warns_once_when_the_shards_look_sorted_by_label(tmp_path, caplog):
+    def warnings():
+        return [record for record in caplog.records if record.name == manifest.__name__]
+
+    write_shards(tmp_path, [8, 8, 8, 8])  # labels drawn at random: every shard spans most
+    assert not warnings()
+    write_shards(tmp_path, [8, 8, 8, 8], by_label=True)
+    [warning] = warnings()
+    assert warning.levelname == "WARNING"
+    message = warning.getMessage()
+    assert message.startswith(
+        "the 4 training shards look sorted by label (each holds at most half of labels 0..3)"
+    )
+    assert message.endswith("re-shard with the records shuffled, then re-run index")
 
 
 def test_the_first_corrupt_file_is_found(data):

@@ -1,16 +1,26 @@
 """Bad input fails at once, before any training: one line naming the bad value
 and how to fix it, a non-zero exit, and nothing written."""
 
+{% if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" -%}
+import json
+{% endif -%}
 import shutil
 from collections import namedtuple
 
 import pytest
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+import tensorflow as tf
+from conftest import read_json, truncated_jpeg_record, write_shards
+{%- endif %}
 {% if cookiecutter.mixed_precision == "bfloat16" %}
 from {{ cookiecutter.package_name }} import TrainerError, checkpointing
 {%- else %}
 from {{ cookiecutter.package_name }} import checkpointing
 {%- endif %}
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, prepare_model_dir
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.manifest import INDEX_COMMAND
+{%- endif %}
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
 from {{ cookiecutter.package_name }}.model import check_bfloat16_gpus
 {%- endif %}
@@ -118,6 +128,48 @@ def test_a_record_corrupted_mid_run_stops_in_one_line_naming_its_file(cli, tmp_p
     assert last.startswith(f"error: {corrupt} has a corrupt record (corrupted record at "), last
     assert "the last checkpoint is intact" in last
     assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
+{%- if cookiecutter.task == "image" %}
+
+
+def test_an_image_truncated_after_index_stops_training_in_one_line_naming_its_file(cli, tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    write_shards(shards, [16, 16])
+    run = tmp_path / "run"
+    flags = ["--data-dir", str(shards), "--model-dir", str(run), "--per-replica-batch-size", "8"]
+{%- if cookiecutter.distribution == "mirrored" %}
+    flags += ["--cpu-replicas", "2"]
+{%- endif %}
+    first = cli("train", "--epochs", "1", *flags)
+    assert first.returncode == 0, first.stderr[-2000:]
+    saved = sorted(path.name for path in (run / "checkpoints").iterdir())
+    latest = tf.train.latest_checkpoint(str(run / "checkpoints"))
+    # The shard rewritten with as many records, one image cut in half, and listed at
+    # its new size, as an index that read only the JPEG headers (an older version)
+    # would list it: planning accepts it, decoding fails.
+    shard = shards / "train-00001-of-00002.tfrecord"
+    records = [record.numpy() for record in tf.data.TFRecordDataset(str(shard))]
+    records[5] = truncated_jpeg_record()
+    with tf.io.TFRecordWriter(str(shard)) as writer:
+        for record in records:
+            writer.write(record)
+    listing = read_json(shards / "manifest.json")
+    for entry in listing["splits"]["train"]["files"]:
+        if entry["file"] == shard.name:
+            entry["bytes"] = shard.stat().st_size
+    (shards / "manifest.json").write_text(json.dumps(listing))
+    second = cli("train", "--epochs", "2", *flags)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    assert second.stderr.splitlines()[-1] == (
+        f"error: {shard} has a corrupt record (a record that does not parse or decode) at"
+        f" epoch 2 step 0 - restore or regenerate it and run `{INDEX_COMMAND} {shards}`; the"
+        " last checkpoint is intact"
+    )
+    assert sorted(path.name for path in (run / "checkpoints").iterdir()) == saved
+    reader = tf.train.load_checkpoint(latest)
+    assert reader.get_tensor("epoch/.ATTRIBUTES/VARIABLE_VALUE") == 1
+{%- endif %}
 {%- endif %}
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
 

@@ -133,7 +133,7 @@ class Controller:
             try:
                 loss, metric = self.engine.train(iterator, tf.constant(count))
                 loss = float(loss)  # the host waits here, once per call
-            except tf.errors.DataLossError as err:
+            except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
                 raise self.corrupt_record(err, epoch, step) from None
 {%- else %}
             loss, metric = self.engine.train(iterator, tf.constant(count))
@@ -188,12 +188,18 @@ class Controller:
 {%- if cookiecutter.data_source == "tfrecord" %}
 
     def corrupt_record(self, err, epoch, step):
-        """A record failed its checksum mid-run (the file changed after `index`
-        without changing size): find the file, reading the training files in
-        order, and say which it is. No checkpoint is written after the error."""
-        reason = data_loss_reason(err)
+        """A record failed its checksum or did not parse{% if cookiecutter.task == "image" %} or decode{% endif %} mid-run (the file
+        changed after `index`, or an older version indexed it): find the file,
+        reading the training files in order as `index` does, and say which it is;
+        the error to raise. No checkpoint is written after the error."""
+        if isinstance(err, tf.errors.DataLossError):
+            reason = data_loss_reason(err)
+        else:
+            reason = "a record that does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}"
         log.warning("a training record is corrupt (%s): looking for its file", reason)
         path = first_corrupt_file(list(self.plan.train.files))
+        if path is None and isinstance(err, tf.errors.InvalidArgumentError):
+            return err  # every file reads: the data is not the cause, the error stands
         where = path or f"one of the training files in {self.config.data_dir}"
         return DataError(
             f"{where} has a corrupt record ({reason}) at epoch {epoch + 1}"

@@ -14,6 +14,7 @@ TensorFlow reads (a local directory, gs://...).
 import concurrent.futures
 import dataclasses
 import json
+import logging
 import os
 import re
 
@@ -22,6 +23,8 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
 from {{ cookiecutter.package_name }}.tfrecords import FORMAT, describe_batch
+
+log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "eval")
@@ -88,7 +91,28 @@ def index(data_dir, threads=READ_THREADS):
         },
     }
     write_atomically(os.path.join(data_dir, MANIFEST_NAME), json.dumps(manifest, indent=1))
+    ranges = [(shard.label_min, shard.label_max) for shard in splits["train"]]
+    if sorted_by_label(ranges):
+        log.warning(
+            "the %d training shards look sorted by label (each holds at most half of labels"
+            " %d..%d): training shuffles only within a window of the records (a few files"
+            " at a time, a shuffle buffer of bounded size), so its batches would hold few"
+            " classes - re-shard with the records shuffled, then re-run index",
+            len(ranges),
+            min(low for low, _ in ranges),
+            max(high for _, high in ranges),
+        )
     return splits
+
+
+def sorted_by_label(ranges):
+    """Whether shards with these (label_min, label_max) look written in label order:
+    at least 4 of them, each spanning at most half of the labels they span together
+    (shuffled shards of more than a few records each span nearly all of them)."""
+    if len(ranges) < 4:
+        return False
+    labels = max(high for _, high in ranges) - min(low for low, _ in ranges) + 1
+    return all(2 * (high - low + 1) <= labels for low, high in ranges)
 
 
 def index_file(path):
@@ -97,9 +121,8 @@ def index_file(path):
     if size == 0:
         raise ManifestError(f"{path} is empty - regenerate or remove it")
     records, shapes, label_min, label_max = 0, set(), None, None
-    batches = tf.data.TFRecordDataset(path).batch(INDEX_BATCH).map(describe_batch).prefetch(2)
     try:
-        for record_shapes, label_counts, labels in batches:
+        for record_shapes, label_counts, labels in described_batches(path):
             records += int(tf.size(label_counts))
             shapes.update(map(tuple, np.unique(record_shapes.numpy(), axis=0).tolist()))
             wrong = sorted(set(np.unique(label_counts.numpy()).tolist()) - {1})
@@ -117,6 +140,16 @@ def index_file(path):
             f"{path} is corrupt ({data_loss_reason(err)}) - regenerate or remove it"
         ) from None
     except tf.errors.InvalidArgumentError:
+{%- if cookiecutter.task == "image" %}
+        # The batches before the failed one were counted: it starts at `records`.
+        number = undecodable_record(path, records)
+        if number is not None:
+            raise ManifestError(
+                f"{path} record {number} holds a JPEG that does not decode (truncated or"
+                " corrupt) - re-encode that image or drop the record, then run"
+                f" `{INDEX_COMMAND} {os.path.dirname(path)}`"
+            ) from None
+{%- endif %}
         raise ManifestError(
             f"{path} does not hold records of the format {FORMAT!r} - write them with"
             " tfrecords.encode"
@@ -134,6 +167,37 @@ def index_file(path):
     feature_shape = shapes.pop()
 {%- endif %}
     return Shard(path, size, records, feature_shape, label_min, label_max)
+
+
+def described_batches(path):
+    """`path`'s records described a batch at a time, in order: what `index` and the
+    search for a bad file after a failed training step both read. Batches in
+    parallel: {% if cookiecutter.task == "image" %}decoding every image{% else %}parsing{% endif %} is the work."""
+    return (
+        tf.data.TFRecordDataset(path)
+        .batch(INDEX_BATCH)
+        .map(describe_batch, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(2)
+    )
+{%- if cookiecutter.task == "image" %}
+
+
+def undecodable_record(path, start):
+    """The number (0-based, in the file) of the first record of `path` from `start`
+    on whose image has a JPEG header but does not decode; None if a record that is
+    not of the format comes first. One record at a time: run only to name the
+    record of a batch that failed."""
+    for number, record in enumerate(tf.data.TFRecordDataset(path).skip(start), start):
+        try:
+            describe_batch(record[None], decode=False)
+        except tf.errors.InvalidArgumentError:
+            return None
+        try:
+            describe_batch(record[None])
+        except tf.errors.InvalidArgumentError:
+            return number
+    return None
+{%- endif %}
 
 
 def data_loss_reason(err):
@@ -289,8 +353,8 @@ def check_contents(shard, num_features, num_classes):
 
 def first_corrupt_file(paths, threads=READ_THREADS):
     """The first of `paths`, in the order given, with a record that fails its
-    checksum; None if all are intact. Reads `threads` files at a time and stops at
-    the first group with a corrupt one."""
+    checksum or does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}; None if all are intact. Reads
+    `threads` files at a time and stops at the first group with a corrupt one."""
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for start in range(0, len(paths), threads):
             group = paths[start : start + threads]
@@ -301,8 +365,9 @@ def first_corrupt_file(paths, threads=READ_THREADS):
 
 
 def is_intact(path):
+    """Whether `path` reads as `index` reads it."""
     try:
-        tf.data.TFRecordDataset(path).batch(INDEX_BATCH).reduce(0, lambda count, _: count)
-    except tf.errors.DataLossError:
+        described_batches(path).reduce(0, lambda count, _: count)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
         return False
     return True

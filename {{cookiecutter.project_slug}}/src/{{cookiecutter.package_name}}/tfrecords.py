@@ -103,10 +103,10 @@ def parse_batch(records):
     return examples["image/encoded"], examples["image/class/label"]
 
 
-def describe_batch(records):
+def describe_batch(records, decode=True):
     """What `index` learns from a batch of records, whatever they hold: each
-    record's image shape (from the JPEG header, without decoding), label count,
-    and the labels."""
+    record's image shape (decoding the whole image; with decode=False, from the
+    JPEG header alone), label count, and the labels."""
     examples = tf.io.parse_example(
         records,
         {
@@ -115,12 +115,21 @@ def describe_batch(records):
         },
     )
     shapes = tf.map_fn(
-        tf.io.extract_jpeg_shape,
+        decoded_shape if decode else tf.io.extract_jpeg_shape,
         examples["image/encoded"],
         fn_output_signature=tf.TensorSpec([3], tf.int32),
     )
     labels = examples["image/class/label"]
     return shapes, labels.row_lengths(), labels.flat_values
+
+
+def decoded_shape(encoded):
+    """A JPEG's shape as training decodes it (3 channels), decoding all of it with
+    training's decoder (the whole image as the crop window): a truncated or corrupt
+    image fails here, in `index`, not at the step that first crops it."""
+    height, width = tf.unstack(tf.io.extract_jpeg_shape(encoded)[:2])
+    window = tf.stack([0, 0, height, width])
+    return tf.shape(tf.io.decode_and_crop_jpeg(encoded, window, channels=3))
 {%- else %}
 
 
