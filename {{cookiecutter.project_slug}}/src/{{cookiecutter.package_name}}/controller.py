@@ -17,6 +17,9 @@ An engine provides:
 import json
 import logging
 import math
+{%- if cookiecutter.data_source == "tfrecord" %}
+import re
+{%- endif %}
 import signal
 import threading
 import time
@@ -50,6 +53,12 @@ PREEMPTED_EXIT_STATUS = 143
 # A SIGTERM waits for the running call, then the save: calls longer than this
 # leave too little of the 120 s the cluster files give before the kill.
 SLOW_CALL_SECONDS = 60.0
+
+
+{%- if cookiecutter.data_source == "tfrecord" %}
+# The ops whose InvalidArgumentError means a record that does not parse or decode.
+INPUT_OP_ERROR = re.compile(r"ParseExample|Decode\w*Jpeg|DecodeImage|jpeg|JPEG")
+{%- endif %}
 
 
 class TrainingError(TrainerError):
@@ -133,7 +142,13 @@ class Controller:
             try:
                 loss, metric = self.engine.train(iterator, tf.constant(count))
                 loss = float(loss)  # the host waits here, once per call
-            except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as err:
+            except tf.errors.DataLossError as err:
+                raise self.corrupt_record(err, epoch, step) from None
+            except tf.errors.InvalidArgumentError as err:
+                # Only an input op's error sends us reading the data (a model's shape
+                # error must not wait for a scan of hundreds of GB).
+                if not INPUT_OP_ERROR.search(str(err)):
+                    raise
                 raise self.corrupt_record(err, epoch, step) from None
 {%- else %}
             loss, metric = self.engine.train(iterator, tf.constant(count))
