@@ -1,9 +1,12 @@
 """Nothing lost on a crash: a run killed with SIGKILL at any moment, even in the
 middle of an epoch, and restarted with the same command ends where an
 uninterrupted run ends; SIGTERM saves and exits with 143; a NaN loss stops
-training without touching the last good checkpoint."""
+training without touching the last good checkpoint; an unreadable newest
+checkpoint falls back to the one before it."""
 
 import importlib
+import logging
+import os
 import random
 import re
 import signal
@@ -15,6 +18,7 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, assert_same_weights, read_json
 
+from {{ cookiecutter.package_name }} import checkpointing
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import TrainingError
@@ -189,6 +193,40 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
     assert tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints") == latest
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_unreadable_newest_checkpoint_resumes_exactly_from_the_previous_one(
+    one_device, sgd_config, caplog, loop
+):
+    # 6 steps per epoch, a checkpoint every 4: epoch 1 keeps global steps 4 and 6.
+    settings = dict(steps_per_epoch=6, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    reference = train(sgd_config("uninterrupted", 128, epochs=2, **settings), one_device)
+    config = sgd_config("truncated", 128, epochs=1, **settings)
+    train(config, one_device)
+    newest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
+    assert newest.endswith("ckpt-6")
+    # A disk or a copy that lost the data file's tail.
+    (data_file,) = tf.io.gfile.glob(f"{newest}.data-*")
+    os.truncate(data_file, os.path.getsize(data_file) // 2)
+    config.epochs = 2
+    caplog.set_level(logging.INFO)
+    resumed = train(config, one_device)
+    assert resumed["resumed_from"] == {"epoch": 0, "step": 4}
+    (warning,) = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING and record.name == checkpointing.__name__
+    ]
+    fallback = (
+        rf"^the newest checkpoint {re.escape(newest)} cannot be restored \(.+\):"
+        rf" resuming from the previous one, {re.escape(newest[:-1])}4$"
+    )
+    assert re.match(fallback, warning), warning
+    assert resumed["final_loss"] == pytest.approx(reference["final_loss"], abs=1e-6)
+    assert resumed["eval_loss"] == pytest.approx(reference["eval_loss"], abs=1e-6)
+    assert resumed["global_step"] == reference["global_step"]
+    assert_same_weights(resumed["weights_path"], reference["weights_path"], atol=1e-6)
 
 
 def wider_model(build_model):

@@ -28,8 +28,12 @@ MIN_FREE_BYTES = 64 * 2**20
 CHECKPOINT_DIR = "checkpoints"
 # The finished run's weights (what `export` reads).
 FINAL_WEIGHTS = "final.weights.h5"
-# The newest checkpoints kept: a save killed half-way never replaces the last good one.
+# The newest checkpoints kept: a save killed half-way never replaces the last good
+# one, and a newest one that cannot be read falls back to the one before it.
 KEEP_CHECKPOINTS = 2
+# What a checkpoint that does not fit or cannot be read raises on restore (a data
+# file cut short raises IndexError, TensorFlow's OutOfRange through its reader).
+RESTORE_ERRORS = (AssertionError, ValueError, IndexError, tf.errors.OpError)
 
 
 class CheckpointError(TrainerError):
@@ -107,19 +111,39 @@ class Checkpoints:
         )
 
     def restore(self):
-        """Restore the newest complete checkpoint; return its position, or None."""
-        latest = tf.train.latest_checkpoint(str(self.restore_dir))
-        if not latest:
+        """Restore the newest kept checkpoint that restores; return its position,
+        or None. A newest one that cannot be read (a data file cut short by a
+        full disk or a bad copy) falls back to the one before it, with a warning;
+        when none restores (a changed model), the newest's error is the message."""
+        state = tf.train.get_checkpoint_state(str(self.restore_dir))
+        if not state:
             return None
+        *older, newest = state.all_model_checkpoint_paths
         try:
-            self.checkpoint.restore(latest).assert_consumed()
-        except (AssertionError, ValueError, tf.errors.OpError) as err:
-            raise CheckpointError(
-                f"the checkpoint {latest} does not fit this model and optimizer"
-                f" ({first_line(err, 200)})"
-                " - train into a new --model-dir, or delete its checkpoints/ to start over"
-            ) from None
+            self.checkpoint.restore(newest).assert_consumed()
+        except RESTORE_ERRORS as err:
+            if not (older and self.restores(older[-1])):
+                raise CheckpointError(
+                    f"the checkpoint {newest} does not fit this model and optimizer"
+                    f" ({first_line(err, 200)})"
+                    " - train into a new --model-dir, or delete its checkpoints/ to start over"
+                ) from None
+            log.warning(
+                "the newest checkpoint %s cannot be restored (%s): resuming from the"
+                " previous one, %s",
+                newest,
+                first_line(err, 200),
+                older[-1],
+            )
         return self.progress.position
+
+    def restores(self, path):
+        """Whether the checkpoint at `path` restores every variable (it then has)."""
+        try:
+            self.checkpoint.restore(path).assert_consumed()
+        except RESTORE_ERRORS:
+            return False
+        return True
 
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""

@@ -80,6 +80,7 @@ class Controller:
             engine.model,
             evaluation_batches(plan),
         )
+        self.weights_finite = make_finite_check(engine.model.trainable_variables)
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
@@ -195,6 +196,14 @@ class Controller:
         )
 
     def save(self):
+        # The loss guard sees a call's mean loss only: an Inf or NaN weight with a
+        # finite loss would become the newest checkpoint, the one a restart loads.
+        if not self.weights_finite():
+            raise TrainingError(
+                f"a weight became Inf or NaN by global step {self.global_step} (the loss"
+                " was finite) - lower --learning-rate or check the data; the last good"
+                " checkpoint is kept"
+            )
         path = self.checkpoints.save()
         epoch, step = self.progress.position
         log.info(
@@ -363,6 +372,17 @@ def check_finite(loss, epoch, step):
             " - lower --learning-rate or check the data; the last good checkpoint"
             " is kept"
         )
+
+
+def make_finite_check(variables):
+    """() -> whether every value of `variables` is finite: one reduction in one
+    function call, one value read by the host (once per save, not per step)."""
+
+    @tf.function
+    def all_finite():
+        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
+
+    return lambda: bool(all_finite())
 
 
 def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
