@@ -176,15 +176,21 @@ def prepare_model_dir(path):
 
 
 def worker_dir(model_dir, strategy):
-    """Where this worker writes: the model directory on the chief, a scratch
-    directory of its own elsewhere (every worker must take part in saving; only
-    the chief's copy is kept). A restarted worker starts its scratch afresh."""
+    """Where this worker writes: the model directory on the chief, a local scratch
+    directory of its own elsewhere. Every worker must take part in saving, but only
+    the chief's copy is kept: the others' full copies in the shared directory
+    would multiply each save's traffic (inside a preemption's grace period). The
+    run removes it when it ends; a killed worker's stays in the temporary directory."""
     if is_chief(strategy):
         return model_dir
     resolver = strategy.cluster_resolver
-    scratch = model_dir / f".{resolver.task_type}-{resolver.task_id}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
+    scratch = Path(tempfile.mkdtemp(prefix=f"{resolver.task_type}-{resolver.task_id}-"))
+    log.info(
+        "%s %d writes its copies of checkpoints to %s",
+        resolver.task_type,
+        resolver.task_id,
+        scratch,
+    )
     return scratch
 
 

@@ -88,16 +88,20 @@ class Controller:
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
-        resumed_from = self.checkpoints.restore()
-        if resumed_from is None:
-            log.info("starting fresh")
-        else:
-            log.info("resumed from epoch %d step %d", *resumed_from)
-        writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
-        with PreemptionWatch(self.strategy) as preemption, writer.as_default():
-            while self.progress.position[0] < self.config.epochs:
-                self.train_epoch(preemption)
-        return self.finish(resumed_from)
+        try:
+            resumed_from = self.checkpoints.restore()
+            if resumed_from is None:
+                log.info("starting fresh")
+            else:
+                log.info("resumed from epoch %d step %d", *resumed_from)
+            writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
+            with PreemptionWatch(self.strategy) as preemption, writer.as_default():
+                while self.progress.position[0] < self.config.epochs:
+                    self.train_epoch(preemption)
+            return self.finish(resumed_from)
+        finally:
+            # A worker's scratch copies are never read: gone however the run ends.
+            remove_worker_dir(self.write_dir, self.model_dir)
 
     def train_epoch(self, preemption):
         epoch, step = self.progress.position
@@ -221,7 +225,6 @@ class Controller:
         weights_path = self.write_dir / FINAL_WEIGHTS
         model.save_weights(str(weights_path))
         model.save(str(self.write_dir / "model.keras"))
-        remove_worker_dir(self.write_dir, self.model_dir)
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),
