@@ -17,10 +17,10 @@ An engine provides:
 import json
 import logging
 import math
+import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import tensorflow as tf
 
@@ -66,7 +66,7 @@ class Controller:
         self.engine = engine
         self.plan = plan
         self.config = config
-        self.model_dir = Path(model_dir)
+        self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = worker_dir(self.model_dir, strategy)
         self.progress = Progress(strategy)
         self.checkpoints = Checkpoints(
@@ -94,7 +94,7 @@ class Controller:
                 log.info("starting fresh")
             else:
                 log.info("resumed from epoch %d step %d", *resumed_from)
-            writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
+            writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "logs"))
             with PreemptionWatch(self.strategy) as preemption, writer.as_default():
                 while self.progress.position[0] < self.config.epochs:
                     self.train_epoch(preemption)
@@ -222,9 +222,9 @@ class Controller:
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
         eval_loss, eval_metric = self.last_eval or self.evaluate()
-        weights_path = self.write_dir / FINAL_WEIGHTS
-        model.save_weights(str(weights_path))
-        model.save(str(self.write_dir / "model.keras"))
+        # Keras 3 and tf_keras both save to a URL (through tf.io.gfile) themselves.
+        model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
+        model.save(os.path.join(self.write_dir, "model.keras"))
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),
@@ -249,7 +249,7 @@ class Controller:
             "final_metric": self.final_metric,
             "eval_loss": eval_loss,
             "eval_metric": eval_metric,
-            "weights_path": str(self.model_dir / FINAL_WEIGHTS),
+            "weights_path": os.path.join(self.model_dir, FINAL_WEIGHTS),
             "weights_fingerprint": fingerprint(model.get_weights()),
         }
         log.info("final weights fingerprint: %s", summary["weights_fingerprint"])
@@ -403,9 +403,10 @@ def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
 
 
 def write_summary(path, summary):
-    """Write the summary JSON atomically (a reader never sees half a file)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    partial.replace(target)
+    """Write the summary JSON atomically (a reader never sees half a file), to a
+    local path or a URL."""
+    partial = f"{path}.partial"
+    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
+    tf.io.gfile.rename(partial, path, overwrite=True)
