@@ -1,14 +1,23 @@
 """The command line, end to end, in fresh processes."""
-
+{% if cookiecutter.distribution == "multi_worker" %}
+import logging
+{%- endif %}
 import os
 import re
+{%- if cookiecutter.distribution == "multi_worker" %}
+import tempfile
+import types
+{%- endif %}
 from pathlib import Path
 
 import pytest
 import tensorflow as tf
 from conftest import load_weights, read_json
-
+{% if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.cli import log_to_worker_file, native_startup_noise_hidden
+{%- else %}
 from {{ cookiecutter.package_name }}.cli import native_startup_noise_hidden
+{%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.model import build_model
 
@@ -111,3 +120,22 @@ def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cook
         assert "deterministic ops: on" in result.stderr
         fingerprints.append(read_json(tmp_path / f"{run}.json")["weights_fingerprint"])
     assert fingerprints[0] == fingerprints[1]
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def test_a_worker_with_a_url_model_dir_logs_to_a_local_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = logging.getLogger()
+    levels = {handler: handler.level for handler in root.handlers}
+    try:
+        log_to_worker_file("ram://bucket/run", types.SimpleNamespace(task_type="worker", task_id=1))
+        logging.getLogger("{{ cookiecutter.package_name }}").warning("a line")
+    finally:
+        for handler in set(root.handlers) - set(levels):
+            root.removeHandler(handler)
+            handler.close()
+        for handler, level in levels.items():
+            handler.setLevel(level)
+    assert (tmp_path / "worker-1.log").read_text() == "a line\n"
+    assert not tf.io.gfile.exists("ram://bucket/run")
+{%- endif %}

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import controller, data
-from {{ cookiecutter.package_name }}.controller import Controller, Preempted
+from {{ cookiecutter.package_name }}.controller import Controller, Preempted, TrainingError
 from {{ cookiecutter.package_name }}.data import plan_run
 from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
 
@@ -32,7 +32,9 @@ class StubEngine:
 
     name = "stub"
 
-    def __init__(self, strategy, steps_per_call, kill_after=None, sigterm_after=None):
+    def __init__(
+        self, strategy, steps_per_call, kill_after=None, sigterm_after=None, inf_bias_after=None
+    ):
         with strategy.scope():
             self.model = build_model()
             self.optimizer = make_optimizer("sgd", 0.1)
@@ -41,6 +43,7 @@ class StubEngine:
         self.steps_per_call = steps_per_call
         self.kill_after = kill_after
         self.sigterm_after = sigterm_after
+        self.inf_bias_after = inf_bias_after
         self.steps_run = 0
         self.batches_seen = []
 
@@ -56,6 +59,9 @@ class StubEngine:
             self.steps_run += 1
             if self.steps_run == self.sigterm_after:
                 os.kill(os.getpid(), signal.SIGTERM)
+            if self.steps_run == self.inf_bias_after:  # the loss stays finite
+                bias = self.model.trainable_variables[-1]
+                bias.assign(tf.fill(bias.shape, float("inf")))
         return tf.constant(sum(losses) / len(losses)), tf.constant(0.5)
 
 
@@ -189,3 +195,15 @@ def test_one_pipeline_serves_every_epoch_without_rereading(one_device, sgd_confi
     summary = Controller(one_device, engine, plan, config, config.model_dir).run()
     assert summary["global_step"] == len(engine.batches_seen) == 8 * 16
     assert len(produced) == 8 * 16  # each batch read once, none skipped
+
+
+def test_non_finite_weights_are_not_saved_though_the_loss_is_finite(run, tmp_path, caplog):
+    refused = (
+        r"^a weight became Inf or NaN by global step 8 \(the loss was finite\)"
+        r" - lower --learning-rate or check the data; the last good checkpoint is kept$"
+    )
+    with pytest.raises(TrainingError, match=refused):
+        run("inf-weights", inf_bias_after=5)
+    assert saved_steps(caplog.messages) == [4]
+    latest = tf.train.latest_checkpoint(str(tmp_path / "inf-weights" / "checkpoints"))
+    assert latest.endswith("ckpt-4")

@@ -1,7 +1,9 @@
 """Several local workers: the launcher, MultiWorkerMirroredStrategy, chief-only
 checkpoints and resume. Each worker is a fresh process with its own TF_CONFIG."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +30,7 @@ from {{ cookiecutter.package_name }}.training import train
 
 WORKERS = 2
 FINGERPRINT = re.compile(r"^final weights fingerprint: (\w+)$", re.MULTILINE)
+SCRATCH = re.compile(r"^worker 1 writes its copies of checkpoints to (\S+)$", re.MULTILINE)
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -126,9 +129,34 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     model_dir = tmp_path / "run"
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    flags = ["--steps-per-epoch", "4", *data]
-    first = launched(cli, "train", *train_flags(model_dir, loop, "--epochs", "1", *flags))
-    # The chief's files, and worker 1's log: no other worker's checkpoints were left.
+    flags = ["--steps-per-epoch", "20", "--steps-per-call", "1", "--checkpoint-every", "2", *data]
+    launcher = start_launcher("train", *train_flags(model_dir, loop, "--epochs", "1", *flags))
+    try:
+        # Worker 1 saved global step 2 before it joined step 3. Stopped, the run
+        # stays mid-epoch while we look.
+        read = []
+        pids = wait_for(launcher, "[worker 0] checkpoint: epoch 0 step 4 ", read=read)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            # The shared directory holds the chief's files and worker 1's log;
+            # worker 1's copies go to a local scratch directory.
+            assert sorted(path.name for path in model_dir.iterdir()) == [
+                "checkpoints",
+                "logs",
+                "worker-1.log",
+            ]
+            scratch = Path(SCRATCH.search((model_dir / "worker-1.log").read_text())[1])
+            assert (scratch / "checkpoints" / "ckpt-2.index").exists()
+        finally:
+            for pid in pids.values():
+                os.kill(pid, signal.SIGCONT)
+        rest, _ = launcher.communicate(timeout=300)
+        first = "".join(read) + rest
+        assert launcher.returncode == 0, first[-3000:]
+    finally:
+        stop_launcher(launcher)
+    assert not scratch.exists()
     written = sorted(path.name for path in model_dir.iterdir())
     assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "worker-1.log"]
     logs = worker_logs(first, model_dir)
@@ -163,14 +191,16 @@ def stop_launcher(launcher):
     launcher.stdout.close()
 
 
-def wait_for(launcher, text, timeout=300):
-    """Read the launcher's output until a line starts with `text`; return the
-    workers' pids {index: pid}."""
+def wait_for(launcher, text, timeout=300, read=None):
+    """Read the launcher's output until a line starts with `text` (appending the
+    lines to the list `read`, if given); return the workers' pids {index: pid}."""
     watchdog = threading.Timer(timeout, launcher.kill)  # never hang the suite
     watchdog.start()
     pids = {}
     try:
         for line in launcher.stdout:
+            if read is not None:
+                read.append(line)
             started = re.match(r"\[launch\] worker (\d+): pid (\d+)", line)
             if started:
                 pids[int(started[1])] = int(started[2])

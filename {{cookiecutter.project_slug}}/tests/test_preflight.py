@@ -6,10 +6,11 @@ import json
 {% endif -%}
 import shutil
 from collections import namedtuple
+from pathlib import Path
 
 import pytest
-{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
 import tensorflow as tf
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
 from conftest import read_json, truncated_jpeg_record, write_shards
 {%- endif %}
 {% if cookiecutter.mixed_precision == "bfloat16" %}
@@ -17,7 +18,7 @@ from {{ cookiecutter.package_name }} import TrainerError, checkpointing
 {%- else %}
 from {{ cookiecutter.package_name }} import checkpointing
 {%- endif %}
-from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, prepare_model_dir
+from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, is_remote, prepare_model_dir
 {%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import INDEX_COMMAND
 {%- endif %}
@@ -44,8 +45,38 @@ def test_model_dir_on_a_full_disk_is_refused(tmp_path, monkeypatch):
 
 
 def test_writable_model_dir_is_left_clean(tmp_path):
-    model_dir = prepare_model_dir(tmp_path / "run")
+    model_dir = Path(prepare_model_dir(tmp_path / "run"))
     assert model_dir.is_dir() and not list(model_dir.iterdir())
+
+
+@pytest.mark.parametrize(
+    "path, remote",
+    [
+        ("gs://bucket/run", True),
+        ("s3://bucket/run", True),
+        ("ram://run", True),
+        ("runs/latest", False),
+        ("/data/runs/gs://odd-name", False),
+        ("./gs:/bucket/run", False),
+        (Path("runs/latest"), False),
+    ],
+)
+def test_a_url_is_remote_and_a_local_path_is_not(path, remote):
+    assert is_remote(path) is remote
+
+
+def test_a_url_model_dir_is_prepared_through_tensorflow_and_a_local_one_resolved(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    url = f"ram://{tmp_path.name}/run"
+    assert prepare_model_dir(url + "/") == url
+    assert tf.io.gfile.isdir(url) and not tf.io.gfile.listdir(url)
+    assert prepare_model_dir("run") == str((tmp_path / "run").resolve())
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]  # no ./ram:
+    refused = r"^cannot write to the model directory nosuch://bucket/run \(.*nosuch.*\) - pass"
+    with pytest.raises(CheckpointError, match=refused):
+        prepare_model_dir("nosuch://bucket/run")
 
 
 @pytest.mark.parametrize(

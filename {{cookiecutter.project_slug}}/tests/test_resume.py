@@ -1,9 +1,13 @@
 """Nothing lost on a crash: a run killed with SIGKILL at any moment, even in the
 middle of an epoch, and restarted with the same command ends where an
 uninterrupted run ends; SIGTERM saves and exits with 143; a NaN loss stops
-training without touching the last good checkpoint."""
+training without touching the last good checkpoint; an unreadable newest
+checkpoint falls back to the one before it."""
 
 import importlib
+import json
+import logging
+import os
 import random
 import re
 import signal
@@ -15,9 +19,11 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, assert_same_weights, read_json
 
+from {{ cookiecutter.package_name }} import checkpointing
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import TrainingError
+from {{ cookiecutter.package_name }}.export import export
 from {{ cookiecutter.package_name }}.training import train
 
 KILLS = 2
@@ -189,6 +195,77 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
     assert tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints") == latest
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_unreadable_newest_checkpoint_resumes_exactly_from_the_previous_one(
+    one_device, sgd_config, caplog, loop
+):
+    # 6 steps per epoch, a checkpoint every 4: epoch 1 keeps global steps 4 and 6.
+    settings = dict(steps_per_epoch=6, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    reference = train(sgd_config("uninterrupted", 128, epochs=2, **settings), one_device)
+    config = sgd_config("truncated", 128, epochs=1, **settings)
+    train(config, one_device)
+    newest = tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints")
+    assert newest.endswith("ckpt-6")
+    # A disk or a copy that lost the data file's tail.
+    (data_file,) = tf.io.gfile.glob(f"{newest}.data-*")
+    os.truncate(data_file, os.path.getsize(data_file) // 2)
+    config.epochs = 2
+    caplog.set_level(logging.INFO)
+    resumed = train(config, one_device)
+    assert resumed["resumed_from"] == {"epoch": 0, "step": 4}
+    (warning,) = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING and record.name == checkpointing.__name__
+    ]
+    fallback = (
+        rf"^the newest checkpoint {re.escape(newest)} cannot be restored \(.+\):"
+        rf" resuming from the previous one, {re.escape(newest[:-1])}4$"
+    )
+    assert re.match(fallback, warning), warning
+    assert resumed["final_loss"] == pytest.approx(reference["final_loss"], abs=1e-6)
+    assert resumed["eval_loss"] == pytest.approx(reference["eval_loss"], abs=1e-6)
+    assert resumed["global_step"] == reference["global_step"]
+    assert_same_weights(resumed["weights_path"], reference["weights_path"], atol=1e-6)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it(
+    one_device, sgd_config, tmp_path, monkeypatch, loop
+):
+    # ram:// (TensorFlow's in-memory file system, this process's only) stands for
+    # gs://: a URL only tf.io.gfile reaches. Read as a local path, it would be
+    # ./ram:/... in the working directory.
+    monkeypatch.chdir(tmp_path)
+    model_dir = f"ram://{tmp_path.name}/run"
+    config = sgd_config(
+        "unused",
+        16,
+        epochs=1,
+        steps_per_epoch=3,
+        model_dir=model_dir,
+        summary_json=f"{model_dir}/summary.json",
+{%- if cookiecutter.training_loop == "both" %}
+        loop=loop,
+{%- endif %}
+    )
+    summary = train(config, one_device)
+    written = sorted(tf.io.gfile.listdir(model_dir))
+    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "summary.json"]
+    checkpoints = f"{model_dir}/checkpoints"
+    assert tf.train.latest_checkpoint(checkpoints) == f"{checkpoints}/ckpt-3"
+    assert tf.io.gfile.listdir(f"{model_dir}/logs")
+    assert summary["weights_path"] == f"{model_dir}/final.weights.h5"
+    with tf.io.gfile.GFile(f"{model_dir}/summary.json") as handle:
+        assert json.load(handle)["weights_fingerprint"] == summary["weights_fingerprint"]
+    config.epochs = 2
+    assert train(config, one_device)["resumed_from"] == {"epoch": 1, "step": 0}
+    assert export(model_dir) == f"{model_dir}/export/1"
+    assert "serving_default" in tf.saved_model.load(f"{model_dir}/export/1").signatures
+    assert [name.rstrip("/") for name in tf.io.gfile.listdir(f"{model_dir}/export")] == ["1"]
+    assert not list(tmp_path.iterdir())  # nothing written locally
 
 
 def wider_model(build_model):

@@ -9,8 +9,11 @@ is everything a restarted run needs to continue exactly where the saved one was.
 import hashlib
 import logging
 import math
+import os
+import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +31,12 @@ MIN_FREE_BYTES = 64 * 2**20
 CHECKPOINT_DIR = "checkpoints"
 # The finished run's weights (what `export` reads).
 FINAL_WEIGHTS = "final.weights.h5"
-# The newest checkpoints kept: a save killed half-way never replaces the last good one.
+# The newest checkpoints kept: a save killed half-way never replaces the last good
+# one, and a newest one that cannot be read falls back to the one before it.
 KEEP_CHECKPOINTS = 2
+# What a checkpoint that does not fit or cannot be read raises on restore (a data
+# file cut short raises IndexError, TensorFlow's OutOfRange through its reader).
+RESTORE_ERRORS = (AssertionError, ValueError, IndexError, tf.errors.OpError)
 
 
 class CheckpointError(TrainerError):
@@ -131,33 +138,63 @@ class Checkpoints:
     def __init__(self, trackables, progress, model_dir, write_dir):
         self.progress = progress
         self.checkpoint = tf.train.Checkpoint(**trackables, **progress.variables())
-        self.restore_dir = Path(model_dir) / CHECKPOINT_DIR
+        self.restore_dir = os.path.join(model_dir, CHECKPOINT_DIR)
         self.manager = tf.train.CheckpointManager(
-            self.checkpoint, str(Path(write_dir) / CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
+            self.checkpoint, os.path.join(write_dir, CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
         )
 
     def restore(self):
-        """Restore the newest complete checkpoint; return its position, or None."""
-        latest = tf.train.latest_checkpoint(str(self.restore_dir))
-        if not latest:
+        """Restore the newest kept checkpoint that restores; return its position,
+        or None. A newest one that cannot be read (a data file cut short by a
+        full disk or a bad copy) falls back to the one before it, with a warning;
+        when none restores (a changed model), the newest's error is the message."""
+        state = tf.train.get_checkpoint_state(self.restore_dir)
+        if not state:
             return None
+        *older, newest = state.all_model_checkpoint_paths
         try:
-            self.checkpoint.restore(latest).assert_consumed()
-        except (AssertionError, ValueError, tf.errors.OpError) as err:
-            raise CheckpointError(
-                f"the checkpoint {latest} does not fit this model and optimizer"
-                f" ({first_line(err, 200)})"
-                " - train into a new --model-dir, or delete its checkpoints/ to start over"
-            ) from None
+            self.checkpoint.restore(newest).assert_consumed()
+        except RESTORE_ERRORS as err:
+            if not (older and self.restores(older[-1])):
+                raise CheckpointError(
+                    f"the checkpoint {newest} does not fit this model and optimizer"
+                    f" ({first_line(err, 200)})"
+                    " - train into a new --model-dir, or delete its checkpoints/ to start over"
+                ) from None
+            log.warning(
+                "the newest checkpoint %s cannot be restored (%s): resuming from the"
+                " previous one, %s",
+                newest,
+                first_line(err, 200),
+                older[-1],
+            )
         return self.progress.position
+
+    def restores(self, path):
+        """Whether the checkpoint at `path` restores every variable (it then has)."""
+        try:
+            self.checkpoint.restore(path).assert_consumed()
+        except RESTORE_ERRORS:
+            return False
+        return True
 
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""
         return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
 
 
+def is_remote(path):
+    """Whether `path` is a URL of a file system TensorFlow reaches (gs://, s3://,
+    hdfs://, ram://...) rather than a local path. A URL goes through tf.io.gfile
+    only: pathlib reads gs://b/run as the local directory gs:/b/run."""
+    return re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(path)) is not None
+
+
 def prepare_model_dir(path):
-    """Create the model directory and prove it takes a write, before training."""
+    """Create the model directory and prove it takes a write, before training.
+    Returns it as a string: a local path made absolute, a URL as given."""
+    if is_remote(path):
+        return prepare_remote_dir(str(path).rstrip("/"))
     model_dir = Path(path).resolve()
     try:
         model_dir.mkdir(parents=True, exist_ok=True)
@@ -177,25 +214,48 @@ def prepare_model_dir(path):
             f" need at least {MIN_FREE_BYTES // 2**20} MiB - free some space or pass"
             " another --model-dir"
         )
+    return str(model_dir)
+
+
+def prepare_remote_dir(model_dir):
+    """prepare_model_dir for a URL: the same probe through tf.io.gfile, and no
+    free-space check (a bucket has no free space to ask about)."""
+    probe = os.path.join(model_dir, f".write-test-{uuid.uuid4().hex}")
+    try:
+        tf.io.gfile.makedirs(model_dir)
+        with tf.io.gfile.GFile(probe, "wb") as handle:
+            handle.write(b"0" * 4096)
+        tf.io.gfile.remove(probe)
+    except tf.errors.OpError as err:
+        raise CheckpointError(
+            f"cannot write to the model directory {model_dir} ({first_line(err.message)})"
+            " - pass a writable --model-dir"
+        ) from None
     return model_dir
 {%- if cookiecutter.distribution == "multi_worker" %}
 
 
 def worker_dir(model_dir, strategy):
-    """Where this worker writes: the model directory on the chief, a scratch
-    directory of its own elsewhere (every worker must take part in saving; only
-    the chief's copy is kept). A restarted worker starts its scratch afresh."""
+    """Where this worker writes: the model directory on the chief, a local scratch
+    directory of its own elsewhere. Every worker must take part in saving, but only
+    the chief's copy is kept: the others' full copies in the shared directory
+    would multiply each save's traffic (inside a preemption's grace period). The
+    run removes it when it ends; a killed worker's stays in the temporary directory."""
     if is_chief(strategy):
         return model_dir
     resolver = strategy.cluster_resolver
-    scratch = model_dir / f".{resolver.task_type}-{resolver.task_id}"
-    shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir()
+    scratch = tempfile.mkdtemp(prefix=f"{resolver.task_type}-{resolver.task_id}-")
+    log.info(
+        "%s %d writes its copies of checkpoints to %s",
+        resolver.task_type,
+        resolver.task_id,
+        scratch,
+    )
     return scratch
 
 
 def remove_worker_dir(path, model_dir):
-    if Path(path) != Path(model_dir):
+    if path != model_dir:
         shutil.rmtree(path, ignore_errors=True)
 {%- else %}
 

@@ -265,9 +265,16 @@ def run_train(args):
 
 
 def log_to_worker_file(model_dir, resolver):
-    """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log,
-    and its console shows warnings and errors only."""
-    path = Path(model_dir) / f"{resolver.task_type}-{resolver.task_id}.log"
+    """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log
+    (a local --model-dir) or to TASK-N.log in the local temporary directory (a
+    URL: gs://...), and its console shows warnings and errors only."""
+    from {{ cookiecutter.package_name }}.checkpointing import is_remote
+
+    # A bucket object cannot be appended to: a handler writing through tf.io.gfile
+    # would upload the whole log again on every line, or hold lines back and lose
+    # the last ones, which explain a crash, when the worker dies.
+    folder = tempfile.gettempdir() if is_remote(model_dir) else model_dir
+    path = Path(folder) / f"{resolver.task_type}-{resolver.task_id}.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file

@@ -17,13 +17,13 @@ An engine provides:
 import json
 import logging
 import math
+import os
 {%- if cookiecutter.data_source == "tfrecord" %}
 import re
 {%- endif %}
 import signal
 import threading
 import time
-from pathlib import Path
 
 import tensorflow as tf
 
@@ -75,7 +75,7 @@ class Controller:
         self.engine = engine
         self.plan = plan
         self.config = config
-        self.model_dir = Path(model_dir)
+        self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = worker_dir(self.model_dir, strategy)
         self.progress = Progress(
             strategy,
@@ -98,6 +98,7 @@ class Controller:
             engine.model,
             evaluation_input(strategy, plan),
         )
+        self.weights_finite = make_finite_check(engine.model.trainable_variables)
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
@@ -105,31 +106,35 @@ class Controller:
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
-        resumed_from = self.checkpoints.restore()
-        if resumed_from is None:
-            log.info("starting fresh")
-        else:
-            self.progress.check_data_stream(self.checkpoints.restore_dir)
-            log.info("resumed from epoch %d step %d", *resumed_from)
-        writer = tf.summary.create_file_writer(str(self.write_dir / "logs"))
-        with PreemptionWatch(self.strategy) as preemption, writer.as_default():
-            epoch, step = self.progress.position
-            if epoch < self.config.epochs:
-                # One pipeline for the rest of the run: an epoch continues the
-                # stream where the last one stopped, and the skip to a position is
-                # paid once, on a resume.
-                batches = training_input(
-                    self.strategy,
-                    self.plan,
-                    self.config.seed,
-                    epoch,
-                    step,
-                    epochs=self.config.epochs - epoch,
-                )
-                iterator = iter(batches)
-            while self.progress.position[0] < self.config.epochs:
-                self.train_epoch(iterator, preemption)
-        return self.finish(resumed_from)
+        try:
+            resumed_from = self.checkpoints.restore()
+            if resumed_from is None:
+                log.info("starting fresh")
+            else:
+                self.progress.check_data_stream(self.checkpoints.restore_dir)
+                log.info("resumed from epoch %d step %d", *resumed_from)
+            writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "logs"))
+            with PreemptionWatch(self.strategy) as preemption, writer.as_default():
+                epoch, step = self.progress.position
+                if epoch < self.config.epochs:
+                    # One pipeline for the rest of the run: an epoch continues the
+                    # stream where the last one stopped, and the skip to a position
+                    # is paid once, on a resume.
+                    batches = training_input(
+                        self.strategy,
+                        self.plan,
+                        self.config.seed,
+                        epoch,
+                        step,
+                        epochs=self.config.epochs - epoch,
+                    )
+                    iterator = iter(batches)
+                while self.progress.position[0] < self.config.epochs:
+                    self.train_epoch(iterator, preemption)
+            return self.finish(resumed_from)
+        finally:
+            # A worker's scratch copies are never read: gone however the run ends.
+            remove_worker_dir(self.write_dir, self.model_dir)
 
     def train_epoch(self, iterator, preemption):
         epoch, step = self.progress.position
@@ -238,6 +243,14 @@ class Controller:
         )
 
     def save(self):
+        # The loss guard sees a call's mean loss only: an Inf or NaN weight with a
+        # finite loss would become the newest checkpoint, the one a restart loads.
+        if not self.weights_finite():
+            raise TrainingError(
+                f"a weight became Inf or NaN by global step {self.global_step} (the loss"
+                " was finite) - lower --learning-rate or check the data; the last good"
+                " checkpoint is kept"
+            )
         path = self.checkpoints.save()
         epoch, step = self.progress.position
         log.info(
@@ -252,10 +265,9 @@ class Controller:
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
         eval_loss, eval_metric = self.last_eval or self.evaluate()
-        weights_path = self.write_dir / FINAL_WEIGHTS
-        model.save_weights(str(weights_path))
-        model.save(str(self.write_dir / "model.keras"))
-        remove_worker_dir(self.write_dir, self.model_dir)
+        # Keras 3 and tf_keras both save to a URL (through tf.io.gfile) themselves.
+        model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
+        model.save(os.path.join(self.write_dir, "model.keras"))
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),
@@ -280,7 +292,7 @@ class Controller:
             "final_metric": self.final_metric,
             "eval_loss": eval_loss,
             "eval_metric": eval_metric,
-            "weights_path": str(self.model_dir / FINAL_WEIGHTS),
+            "weights_path": os.path.join(self.model_dir, FINAL_WEIGHTS),
             "weights_fingerprint": fingerprint(model.get_weights()),
         }
         log.info("final weights fingerprint: %s", summary["weights_fingerprint"])
@@ -408,6 +420,17 @@ def check_finite(loss, epoch, step):
         )
 
 
+def make_finite_check(variables):
+    """() -> whether every value of `variables` is finite: one reduction in one
+    function call, one value read by the host (once per save, not per step)."""
+
+    @tf.function
+    def all_finite():
+        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in variables])
+
+    return lambda: bool(all_finite())
+
+
 def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
     log.info(
         "epoch %d/%d: loss %.4f %s %.4f, eval loss %.4f eval %s %.4f",
@@ -423,9 +446,10 @@ def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
 
 
 def write_summary(path, summary):
-    """Write the summary JSON atomically (a reader never sees half a file)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
-    partial.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    partial.replace(target)
+    """Write the summary JSON atomically (a reader never sees half a file), to a
+    local path or a URL."""
+    partial = f"{path}.partial"
+    tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
+    tf.io.gfile.rename(partial, path, overwrite=True)

@@ -18,7 +18,7 @@ import os
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
-from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS
+from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remote
 {%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
 {%- endif %}
@@ -102,6 +102,27 @@ def next_version(export_dir):
     return max(versions, default=0) + 1
 
 
+def publish(partial, path):
+    """Rename the SavedModel written at `partial` to `path`."""
+    if not is_remote(path):
+        tf.io.gfile.rename(partial, path)  # one atomic rename
+        return
+    # A bucket (gs://) has no directory to rename, only files, and TensorFlow's
+    # ram:// renames the directory's own entry alone: move file by file, the
+    # saved_model.pb Serving loads last, so a version that has it is complete (a
+    # load tried earlier fails, and Serving's retries, a minute apart, find it).
+    files = [
+        os.path.join(folder, name)
+        for folder, _, names in tf.io.gfile.walk(partial)
+        for name in names
+    ]
+    for source in sorted(files, key=lambda file: os.path.basename(file) == "saved_model.pb"):
+        target = path + source[len(partial) :]
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.rename(source, target)
+    tf.io.gfile.rmtree(partial)
+
+
 def export(model_dir, export_dir=None):
     """Write the SavedModel of the run in `model_dir` as the next version under
     `export_dir` (default: `<model-dir>/export`); return its path
@@ -125,7 +146,7 @@ def export(model_dir, export_dir=None):
             tf.io.gfile.rmtree(partial)
         tf.io.gfile.makedirs(export_dir)
         save_for_serving(model, serving_function(model), partial)
-        tf.io.gfile.rename(partial, path)
+        publish(partial, path)
     except tf.errors.OpError as err:
         raise ExportError(
             f"cannot write {path}: {first_line(err.message)} - pass a writable --export-dir"
