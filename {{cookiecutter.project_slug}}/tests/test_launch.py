@@ -290,7 +290,10 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
         assert "[launch] error: worker 1 was killed by SIGKILL - stopped the others\n" in output
     finally:
         stop_launcher(killed)
+    killed_scratch = Path(SCRATCH.search((relaunched_dir / "worker-1.log").read_text())[1])
+    assert killed_scratch.exists()  # SIGKILL left worker 1's copies behind
     relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
+    assert not killed_scratch.exists()  # the relaunched worker 1 removed them
     resumed = [
         re.findall(r"^resumed from epoch (\d+) step (\d+)$", text, re.MULTILINE)
         for text in worker_logs(relaunched, relaunched_dir).values()
