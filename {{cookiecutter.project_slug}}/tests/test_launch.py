@@ -234,6 +234,7 @@ def test_losing_worker_0_stops_the_others_retryably_and_a_relaunch_resumes(cli, 
     # fmt: off
     command = [
         "train", "--epochs", "1", "--steps-per-epoch", "60", "--steps-per-call", "1",
+        "--per-replica-batch-size", "8",  # small steps: 3 workers share 2 cores here
         "--checkpoint-every", "5", "--model-dir", str(model_dir), *data,
     ]
     # fmt: on
