@@ -27,18 +27,14 @@ def build_compiled_model(strategy, config):
     """Model, optimizer and metrics, all created under the strategy's scope."""
     with strategy.scope():
         model = build_model()
-{%- if cookiecutter.mixed_precision == "float16" %}
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
+{%- if cookiecutter.mixed_precision == "float16" %}
         if config.mixed_precision:
             # Wrapped here, not by compile(): this one agrees across replicas (compat.py).
             optimizer = loss_scale_optimizer(optimizer)
 {%- endif %}
         model.compile(
-{%- if cookiecutter.mixed_precision == "float16" %}
             optimizer=optimizer,
-{%- else %}
-            optimizer=make_optimizer(config.optimizer, config.learning_rate),
-{%- endif %}
             loss=make_loss(),
             metrics=[make_metric()],
         )
