@@ -21,9 +21,9 @@ COMBINATIONS = [
     dict(zip(KEYS, values, strict=True))
     for values in (
         # Heaviest first, so the two test workers (make test) finish together.
+        ("image", "both", "multi_worker", "keras3", "synthetic", "no", "slurm"),
         ("image", "both", "mirrored", "keras3", "tfrecord", "no", "none"),
         ("image", "both", "mirrored", "tf_keras", "synthetic", "bfloat16", "slurm"),
-        ("image", "both", "multi_worker", "keras3", "synthetic", "no", "slurm"),
         ("image", "both", "multi_worker", "tf_keras", "tfrecord", "float16", "kubernetes"),
         ("tabular", "fit", "mirrored", "keras3", "synthetic", "no", "none"),
         ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "float16", "slurm"),
@@ -41,18 +41,29 @@ def combination_id(options):
     return "-".join(options.values())
 
 
-# The kill, preemption and restart tests (marker `processes` in the generated
-# tests) exercise the controller, the checkpoints and the launcher, which are
-# the same code for both tasks: every tabular project and this image project
-# run them; the other image projects leave them out to keep the slow tier
-# within its 40 minutes on 2 cores.
-IMAGE_WITH_PROCESS_TESTS = "image-both-multi_worker-keras3-synthetic-no-slurm"
+# The framework's own tests (the controller, the launchers, the cluster set-up,
+# the CLI's input checks, the config; the kill, preemption and restart tests,
+# marker `processes`) exercise code that is the same for both tasks: every
+# tabular project and this image project run them. The other image projects run
+# what depends on the task (data, model, equivalence, resume, the doctor,
+# export), which keeps the slow tier within its time on 2 cores.
+IMAGE_WITH_FULL_SUITE = "image-both-multi_worker-keras3-synthetic-no-slurm"
+FRAMEWORK_TESTS = (
+    "test_cluster.py",
+    "test_config.py",
+    "test_controller.py",
+    "test_kubernetes.py",
+    "test_launch.py",
+    "test_preflight.py",
+    "test_slurm.py",
+    "test_strategy.py",
+)
 
 
 def left_out(options):
     """pytest arguments that leave tests out of this combination's run."""
-    if options["task"] == "image" and combination_id(options) != IMAGE_WITH_PROCESS_TESTS:
-        return ["-m", "not processes"]
+    if options["task"] == "image" and combination_id(options) != IMAGE_WITH_FULL_SUITE:
+        return ["-m", "not processes", *(f"--ignore=tests/{name}" for name in FRAMEWORK_TESTS)]
     return []
 
 
@@ -72,9 +83,13 @@ def test_slow_matrix_covers_every_value():
             for loop in LOOPS_OF[c["training_loop"]]
         }
         assert len(covered) == 8, task
-    with_process_tests = [c for c in COMBINATIONS if not left_out(c)]
-    assert {c["task"] for c in with_process_tests} == set(rules.CHOICES["task"])
-    assert {c["distribution"] for c in with_process_tests} == set(rules.CHOICES["distribution"])
+    full_suites = [c for c in COMBINATIONS if not left_out(c)]
+    assert {c["task"] for c in full_suites} == set(rules.CHOICES["task"])
+    for name in ("distribution", "keras_package", "launcher"):
+        assert {c[name] for c in full_suites} == set(rules.CHOICES[name]), name
+    # Only test files that some bakes generate are left out.
+    tests = {Path(path).name for path in [*rules.ALWAYS_FILES, *rules.CONDITIONAL_FILES]}
+    assert set(FRAMEWORK_TESTS) <= tests
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ The broken variants replace the project's own functions, as a user's edit would.
 {%- if cookiecutter.distribution == "mirrored" %}
 {%- if cookiecutter.keras_package == "keras3" %}
 
+import threading
 import time
 
 import keras
@@ -13,6 +14,7 @@ import pytest
 import tensorflow as tf
 {%- else %}
 
+import threading
 import time
 
 import pytest
@@ -36,10 +38,8 @@ from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
 
 import pytest
 from conftest import REPLICAS
-
-from {{ cookiecutter.package_name }}.checks import doctor
-from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- endif %}
+{%- if cookiecutter.distribution == "mirrored" %}
 {%- if cookiecutter.training_loop == "both" %}
 
 
@@ -64,56 +64,85 @@ def doctor_on(loop, config):
 
 @pytest.fixture
 def config({% if cookiecutter.data_source == "tfrecord" %}data_dir{% endif %}):
-{%- if cookiecutter.distribution == "mirrored" %}
-    """The project's defaults (its own optimizer and precision) on 2 replicas."""
-{%- else %}
-    """The project's defaults (its own optimizer and precision); one worker here,
-    several through `launch` (test_launch.py)."""
-{%- endif %}
-{%- if cookiecutter.distribution == "mirrored" or cookiecutter.data_source == "tfrecord" %}
+    """The project's optimizer and precision on 2 replicas, on small batches (the
+    faults below show at any batch size)."""
     return TrainConfig(
-{%- if cookiecutter.distribution == "mirrored" %}
         cpu_replicas=REPLICAS,
-{%- endif %}
+        per_replica_batch_size=16,
 {%- if cookiecutter.data_source == "tfrecord" %}
         data_dir=str(data_dir),
 {%- endif %}
     )
-{%- else %}
-    return TrainConfig()
-{%- endif %}
 
 
 def failures(report):
     return {result.name: result.detail for result in report.results if not result.passed}
+
+
+{%- endif %}
+
+
+def check_lines(output):
+    """{check name: (passed, detail)} from the PASS/WARN/FAIL lines of a check
+    command (a warning passes)."""
+    lines = [line for line in output.splitlines() if line.startswith(("PASS ", "WARN ", "FAIL "))]
+    return {
+        line[5:].split(": ", 1)[0]: (not line.startswith("FAIL"), line.split(": ", 1)[1])
+        for line in lines
+    }
+
+
+# The doctor as users run it: a fresh process, its report and its exit status.
+def test_doctor_passes_on_the_generated_code(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    result = cli("doctor", {% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir), {% endif %}"--per-replica-batch-size", "16")
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks_run = check_lines(result.stdout)
+    assert all(passed for passed, _ in checks_run.values()), result.stdout
 {%- if cookiecutter.distribution == "mirrored" %}
-
-
-def test_doctor_passes_on_the_generated_code(config):
-    report = doctor(config)
-    assert failures(report) == {}
-    assert report.passed
-    names = [result.name for result in report.results]
 {%- if cookiecutter.training_loop == "both" %}
     per_loop = [
         named(check, loop)
         for loop in ("fit", "custom")
         for check in ("variables", "batch-split", "sync")
     ]
-    assert names == ["replicas", "dataset", *per_loop, "upstream", "input"]
+    assert list(checks_run) == ["replicas", "dataset", *per_loop, "upstream", "input"]
 {%- else %}
-    assert names == ["replicas", "dataset", "variables", "batch-split", "sync", "upstream", "input"]
+    names = ["replicas", "dataset", "variables", "batch-split", "sync", "upstream", "input"]
+    assert list(checks_run) == names
 {%- endif %}
-    details = {result.name: result.detail for result in report.results}
-    assert details["replicas"].startswith(f"{REPLICAS} replicas")
+    assert checks_run["replicas"][1].startswith(f"{REPLICAS} replicas")
     sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
-    assert f"on {REPLICAS} replicas vs one device" in details[sync]
+    assert f"on {REPLICAS} replicas vs one device" in checks_run[sync][1]
+{%- else %}
+    assert checks_run["replicas"][1] == "1 replicas on 1 worker(s)"
+{%- endif %}
 
 
-def half_a_second_later(features, labels):
-    pause = tf.py_function(lambda: time.sleep(0.5) or 0.0, [], tf.float32)
-    pause.set_shape([])
-    return features + tf.cast(pause, features.dtype), labels
+def test_doctor_command_fails_when_a_check_fails(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # More than the data holds: the dataset check fails, and so does the command.
+    failing = cli("doctor", {% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir), {% endif %}"--per-replica-batch-size", "100000")
+    assert failing.returncode == 1
+    passed, detail = check_lines(failing.stdout)["dataset"]
+    assert not passed and "fewer than one global batch" in detail
+
+
+{%- if cookiecutter.distribution == "mirrored" %}
+
+
+# One batch at a time: the parser runs batches in parallel, so a plain sleep would
+# give a rate that grows with the pipeline's parallelism.
+ONE_BATCH_AT_A_TIME = threading.Lock()
+
+
+def a_second_later(features, labels):
+    def pause():
+        with ONE_BATCH_AT_A_TIME:
+            time.sleep(1.0)
+        return 0.0
+
+    delay = tf.py_function(pause, [], tf.float32)
+    delay.set_shape([])
+    return features + tf.cast(delay, features.dtype), labels
 
 
 {% if cookiecutter.task == "image" -%}
@@ -133,17 +162,21 @@ def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monk
 
 
 {% endif -%}
-def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(config, monkeypatch):
-    # Half a second per batch: a few hundred examples/s even with parallel parsing,
-    # far below the step's rate on a busy machine; few batches keep the check short.
-    slow = parsing_also(data.load_sources, half_a_second_later)
+def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
+    config, two_replicas, monkeypatch
+):
+    # A second per batch, one batch at a time: 16 examples/s, far below the step's
+    # rate even on a busy machine (the image step measured 260 examples/s beside
+    # the other test worker); few batches keep it short.
+    slow = parsing_also(data.load_sources, a_second_later)
     monkeypatch.setattr(data, "load_sources", slow)
-    monkeypatch.setattr(checks, "INPUT_STEPS", 4)
-    report = doctor(config)
-    assert report.passed  # slow, not wrong
-    line = next(str(result) for result in report.results if result.name == "input")
-    assert line.startswith("WARN input: input pipeline "), line
-    assert "examples/s, training step " in line and "training is input-bound" in line
+    monkeypatch.setattr(checks, "INPUT_STEPS", 2)
+    _, plan = checks.check_dataset(config, two_replicas)
+    with pytest.raises(checks.CheckWarning) as warning:
+        checks.check_input(two_replicas, config, plan)
+    assert str(warning.value).startswith("input pipeline "), warning.value
+    assert "examples/s, training step " in str(warning.value)
+    assert "training is input-bound" in str(warning.value)
 
 
 def one_replica(cpu_replicas=None):
@@ -308,35 +341,7 @@ def test_loss_reduced_with_mean_fails_sync(config, monkeypatch):
     assert "reduced with MEAN" in failed[named("sync", "custom")]
     assert f"1/{REPLICAS} of one device's" in failed[named("sync", "custom")]
 {%- endif %}
-{%- else %}
-
-
-def test_doctor_passes_on_a_single_worker(config):
-    report = doctor(config)
-    assert failures(report) == {}
-    assert report.results[0].detail == "1 replicas on 1 worker(s)"
 {%- endif %}
-
-
-def check_lines(output):
-    """{check name: (passed, detail)} from the PASS/FAIL lines of a check command."""
-    lines = [line for line in output.splitlines() if line.startswith(("PASS ", "FAIL "))]
-    return {
-        line[5:].split(": ", 1)[0]: (line.startswith("PASS"), line.split(": ", 1)[1])
-        for line in lines
-    }
-
-
-def test_doctor_command_exit_status(cli{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
-    common = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir), {% endif %}"--per-replica-batch-size"]
-    passing = cli("doctor", *common, "16")
-    assert passing.returncode == 0, passing.stdout + passing.stderr
-    assert all(passed for passed, _ in check_lines(passing.stdout).values())
-    # More than the data holds: the dataset check fails, and so does the command.
-    failing = cli("doctor", *common, "100000")
-    assert failing.returncode == 1
-    passed, detail = check_lines(failing.stdout)["dataset"]
-    assert not passed and "fewer than one global batch" in detail
 
 
 # gpu-smoke runs in a fresh process, as users run it: several MirroredStrategy
