@@ -1,4 +1,5 @@
-"""The differences between Keras 3 and tf_keras that are only API names, in one place.
+"""The differences between Keras 3 and tf_keras, in one place: API names, and
+what Keras 3 needs fixed under a strategy.
 
 Everything else imports `keras` from here, so the rest of the package reads the
 same for either Keras package.
