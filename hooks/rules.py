@@ -307,6 +307,7 @@ ALWAYS_FILES = (
     "tests/test_data.py",
     "tests/test_sharding.py",
     "tests/test_strategy.py",
+    "tests/test_randomness.py",
     "tests/test_cli.py",
     "tests/test_resume.py",
     "tests/test_controller.py",

@@ -179,6 +179,24 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     assert "training is input-bound" in str(warning.value)
 
 
+def build_model_with_dropout():
+    """The project's model with dropout before its logits, as users' models have."""
+    model = build_model()
+    logits = keras.layers.Dropout(0.5, dtype="float32", name="logits_dropout")(model.outputs[0])
+    return keras.Model(model.inputs, logits)
+
+
+def test_a_model_with_dropout_passes_sync(config, two_replicas, monkeypatch):
+    loop = "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}"
+    builder = f"{{ cookiecutter.package_name }}.engine_{loop}.build_model"
+    monkeypatch.setattr(builder, build_model_with_dropout)
+    _, plan = checks.check_dataset(config, two_replicas)
+    steps = checks.SYNC_STEPS
+    detail, _ = checks.compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {% endif %}two_replicas, config, plan, steps)
+    assert f"on {REPLICAS} replicas vs one device" in detail
+    assert "dropout and noise off in logits_dropout" in detail
+
+
 def one_replica(cpu_replicas=None):
     return mirrored_strategy(["/cpu:0"])
 

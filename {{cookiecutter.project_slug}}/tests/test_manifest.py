@@ -141,17 +141,25 @@ def test_records_that_are_not_examples_are_refused_by_index(data):
 {%- if cookiecutter.task == "tabular" %}
 
 
+# A feature vector one longer than the model takes.
+OTHER_WIDTH = NUM_FEATURES + 1
+
+
 def test_records_of_mixed_lengths_are_refused_by_index(data):
-    rows = [example(), example(width=3)]
+    rows = [example(), example(width=OTHER_WIDTH)]
     write_records(data / "train-00001-of-00002.tfrecord", rows)
-    with pytest.raises(ManifestError, match=r"holds features of different lengths \(3 and 20\)"):
+    lengths = rf"holds features of different lengths \({NUM_FEATURES} and {OTHER_WIDTH}\)"
+    with pytest.raises(ManifestError, match=lengths):
         index(str(data))
 
 
 def test_features_of_another_shape_are_refused_before_training(data):
-    write_records(data / "train-00001-of-00002.tfrecord", [example(width=3)] * 4)
+    write_records(data / "train-00001-of-00002.tfrecord", [example(width=OTHER_WIDTH)] * 4)
     index(str(data))
-    shape = rf"00002.tfrecord holds features of shape \[3\], the model takes \[{NUM_FEATURES}\]"
+    shape = (
+        rf"00002.tfrecord holds features of shape \[{OTHER_WIDTH}\],"
+        rf" the model takes \[{NUM_FEATURES}\]"
+    )
     with pytest.raises(ManifestError, match=shape):
         load_dir(data)
 
@@ -278,7 +286,9 @@ def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch)
         ([(0, 249), (249, 499), (500, 749), (750, 999)], True),
         ([(0, 0), (1, 1), (2, 3)], False),  # too few shards to tell
         ([(0, 3), (0, 2), (1, 3), (0, 3)], False),  # shuffled: each spans most labels
-        ([(0, 0), (1, 1), (2, 2), (0, 3)], False),  # one shard of every label
+        ([(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (2, 2)], True),  # 3 labels
+        ([(0, 0), (1, 1), (2, 2), (0, 3)], True),  # most shards hold one label
+        ([(0, 0), (1, 1), (0, 3), (0, 2)], False),  # half of them: not most
         ([(5, 5)] * 4, False),  # a single label
     ],
 )
@@ -290,14 +300,17 @@ def test_index_warns_once_when_the_shards_look_sorted_by_label(tmp_path, caplog)
     def warnings():
         return [record for record in caplog.records if record.name == manifest.__name__]
 
-    write_shards(tmp_path, [8, 8, 8, 8])  # labels drawn at random: every shard spans most
+    # Two shards per class: in label order, most hold a single label.
+    shards = max(4, 2 * NUM_CLASSES)
+    write_shards(tmp_path, [8] * shards)  # labels drawn at random: every shard spans most
     assert not warnings()
-    write_shards(tmp_path, [8, 8, 8, 8], by_label=True)
+    write_shards(tmp_path, [8] * shards, by_label=True)
     [warning] = warnings()
     assert warning.levelname == "WARNING"
     message = warning.getMessage()
     assert message.startswith(
-        "the 4 training shards look sorted by label (each holds at most half of labels 0..3)"
+        f"the {shards} training shards look sorted by label (most hold at most half of"
+        f" labels 0..{NUM_CLASSES - 1})"
     )
     assert message.endswith("re-shard with the records shuffled, then re-run index")
 

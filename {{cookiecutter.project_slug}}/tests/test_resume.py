@@ -272,7 +272,8 @@ def wider_model(build_model):
     def build(*args, **kwargs):
         model = build_model(*args, **kwargs)
         inputs = model.inputs[0]
-        return type(model)(inputs, model(inputs) + keras.layers.Dense(4)(inputs))
+        logits = model(inputs)
+        return type(model)(inputs, logits + keras.layers.Dense(logits.shape[-1])(inputs))
 
     return build
 

@@ -229,10 +229,13 @@ class ProbeRun:
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 
 
-def run_fit_steps(strategy, config, plan, steps):
-    """`steps` steps of the fit engine on the model from build_compiled_model."""
+def run_fit_steps(strategy, config, plan, steps, noise=True):
+    """`steps` steps of the fit engine on the model from build_compiled_model
+    (with its dropout and noise layers off unless `noise`)."""
     set_global_seed(config.seed)
     model = build_compiled_model(strategy, config)
+    if not noise:
+        switch_off_noise(model)
     batch_sizes = set()
     train_step = model.train_step
 
@@ -249,10 +252,13 @@ def run_fit_steps(strategy, config, plan, steps):
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 
 
-def run_custom_steps(strategy, config, plan, steps):
-    """`steps` steps of the custom engine's train function."""
+def run_custom_steps(strategy, config, plan, steps, noise=True):
+    """`steps` steps of the custom engine's train function (with the model's
+    dropout and noise layers off unless `noise`)."""
     set_global_seed(config.seed)
     state = build_training_state(strategy, config)
+    if not noise:
+        switch_off_noise(state.model)
     probe = BatchProbe(state.model)
     engine = CustomEngine(
         strategy,
@@ -273,19 +279,47 @@ def first_batches(strategy, plan, seed):
     return iter(training_input(strategy, plan, seed, epoch=0))
 
 
-def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps):
+def run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, noise=True):
 {%- if cookiecutter.mixed_precision != "no" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
     if loop == "fit":
-        return run_fit_steps(strategy, config, plan, steps)
-    return run_custom_steps(strategy, config, plan, steps)
+        return run_fit_steps(strategy, config, plan, steps, noise)
+    return run_custom_steps(strategy, config, plan, steps, noise)
 {%- elif cookiecutter.training_loop == "fit" %}
-    return run_fit_steps(strategy, config, plan, steps)
+    return run_fit_steps(strategy, config, plan, steps, noise)
 {%- else %}
-    return run_custom_steps(strategy, config, plan, steps)
+    return run_custom_steps(strategy, config, plan, steps, noise)
 {%- endif %}
+
+
+# Dropout and noise layers, and the setting that says how much noise each adds.
+NOISE_SETTINGS = (
+    (keras.layers.Dropout, "rate"),  # SpatialDropout1D/2D/3D too
+    (keras.layers.GaussianDropout, "rate"),
+    (keras.layers.AlphaDropout, "rate"),
+    (keras.layers.GaussianNoise, "stddev"),
+)
+
+
+def noise_layers(model):
+    """(layer, setting) for each of the model's dropout and noise layers."""
+    return [
+        (layer, setting)
+        for layer in model._flatten_layers()
+        for kind, setting in NOISE_SETTINGS
+        if isinstance(layer, kind)
+    ]
+
+
+def switch_off_noise(model):
+    """Make the model's dropout and noise layers add none. They draw their own
+    random numbers on each replica (compat.per_replica_randomness), as one device
+    draws its own for each example, so N replicas and one device agree only
+    without them."""
+    for layer, setting in noise_layers(model):
+        setattr(layer, setting, 0.0)
 
 
 def sgd_config(config):
@@ -317,8 +351,8 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(False)
     try:
-        distributed = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps)
-        single = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}reference_strategy(), config, plan, steps)
+        distributed = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}strategy, config, plan, steps, noise=False)
+        single = run_steps({% if cookiecutter.training_loop == "both" %}loop, {% endif %}reference_strategy(), config, plan, steps, noise=False)
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
     diverged = [
@@ -337,6 +371,12 @@ def compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {
         f"{steps} SGD step(s) on {replicas} replicas vs one device: weights differ by"
         f" {gap:.1e}, loss {distributed.loss:.6f} vs {single.loss:.6f}"
     )
+    noisy = [layer.name for layer, _ in noise_layers(distributed.model)]
+    if noisy:
+        detail += (
+            f" (dropout and noise off in {', '.join(noisy[:3])}{', ...' if len(noisy) > 3 else ''}:"
+            " each replica draws its own random numbers)"
+        )
     if gap <= WEIGHT_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE and not diverged:
         if replicas == 1:
             detail += (

@@ -1,4 +1,5 @@
-"""The differences between Keras 3 and tf_keras that are only API names, in one place.
+"""The differences between Keras 3 and tf_keras, in one place: API names, and
+what Keras 3 needs fixed under a strategy.
 
 Everything else imports `keras` from here, so the rest of the package reads the
 same for either Keras package.
@@ -64,6 +65,37 @@ def unscale_gradients(optimizer, gradients):
 {%- endif %}
 
 
+class ReplicaSeedGenerator(keras.random.SeedGenerator):
+    """A SeedGenerator that gives each replica its own random numbers.
+
+    Keras 3's random layers (Dropout, GaussianNoise, the Random* augmentations)
+    draw from a SeedGenerator whose state is one mirrored variable, so under a
+    strategy every replica draws the same numbers: N replicas put the same
+    dropout mask on their shares of the batch, where one device draws a mask per
+    example. Folding the replica's id into each seed gives every replica its own
+    stream, as tf_keras does; the state, and so the checkpoints, are unchanged.
+    """
+
+    def next(self, ordered=True):
+        seed = super().next(ordered)
+        context = tf.distribute.get_replica_context()
+        if context is None:  # cross-replica context: no replica to tell apart
+            return seed
+        replica = context.replica_id_in_sync_group
+        return tf.cast(tf.random.experimental.stateless_fold_in(seed, replica), seed.dtype)
+
+
+def per_replica_randomness(model):
+    """Give the model's random layers their own numbers on each replica (see
+    ReplicaSeedGenerator); returns how many seed generators it changed."""
+    generators = [
+        generator for layer in model._flatten_layers() for generator in layer._seed_generators
+    ]
+    for generator in generators:
+        generator.__class__ = ReplicaSeedGenerator
+    return len(generators)
+
+
 def metric_results(model):
     """The compiled model's metrics by name (loss first), as tensors."""
     return model.get_metrics_result()
@@ -111,6 +143,12 @@ def scale_loss(optimizer, loss):
 def unscale_gradients(optimizer, gradients):
     return optimizer.get_unscaled_gradients(gradients)
 {%- endif %}
+
+
+def per_replica_randomness(model):
+    """Nothing to change: tf_keras's random layers draw with stateful random ops,
+    one per replica, so each replica already gets its own numbers."""
+    return 0
 
 
 def metric_results(model):

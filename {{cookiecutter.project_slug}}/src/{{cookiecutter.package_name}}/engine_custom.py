@@ -13,11 +13,12 @@ from {{ cookiecutter.package_name }}.compat import (
     is_loss_scale_optimizer,
     keras,
     loss_scale_optimizer,
+    per_replica_randomness,
     scale_loss,
     unscale_gradients,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import (
     build_model,
@@ -41,6 +42,7 @@ class TrainingState:
 def build_training_state(strategy, config):
     with strategy.scope():
         model = build_model()
+        per_replica_randomness(model)  # dropout masks of their own on each replica
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
 {%- if cookiecutter.mixed_precision == "float16" %}
         if config.mixed_precision:

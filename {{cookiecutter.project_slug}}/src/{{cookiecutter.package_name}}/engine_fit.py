@@ -10,9 +10,13 @@ an epoch: its data iterator restarts at batch 0 (see the README).
 
 import tensorflow as tf
 {% if cookiecutter.mixed_precision == "float16" %}
-from {{ cookiecutter.package_name }}.compat import loss_scale_optimizer, metric_results
+from {{ cookiecutter.package_name }}.compat import (
+    loss_scale_optimizer,
+    metric_results,
+    per_replica_randomness,
+)
 {%- else %}
-from {{ cookiecutter.package_name }}.compat import metric_results
+from {{ cookiecutter.package_name }}.compat import metric_results, per_replica_randomness
 {%- endif %}
 from {{ cookiecutter.package_name }}.model import (
     METRIC_NAME,
@@ -27,6 +31,7 @@ def build_compiled_model(strategy, config):
     """Model, optimizer and metrics, all created under the strategy's scope."""
     with strategy.scope():
         model = build_model()
+        per_replica_randomness(model)  # dropout masks of their own on each replica
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
 {%- if cookiecutter.mixed_precision == "float16" %}
         if config.mixed_precision:
