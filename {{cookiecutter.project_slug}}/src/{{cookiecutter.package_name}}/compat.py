@@ -87,13 +87,10 @@ class ReplicaSeedGenerator(keras.random.SeedGenerator):
 
 def per_replica_randomness(model):
     """Give the model's random layers their own numbers on each replica (see
-    ReplicaSeedGenerator); returns how many seed generators it changed."""
-    generators = [
-        generator for layer in model._flatten_layers() for generator in layer._seed_generators
-    ]
-    for generator in generators:
-        generator.__class__ = ReplicaSeedGenerator
-    return len(generators)
+    ReplicaSeedGenerator)."""
+    for layer in model._flatten_layers():
+        for generator in layer._seed_generators:
+            generator.__class__ = ReplicaSeedGenerator
 
 
 def metric_results(model):
@@ -148,7 +145,6 @@ def unscale_gradients(optimizer, gradients):
 def per_replica_randomness(model):
     """Nothing to change: tf_keras's random layers draw with stateful random ops,
     one per replica, so each replica already gets its own numbers."""
-    return 0
 
 
 def metric_results(model):
