@@ -113,7 +113,7 @@ def test_baked_project_passes_its_own_tests(cookies, options):
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=1800,
+        timeout=2400,
     )
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout.splitlines()[-1]
