@@ -31,11 +31,8 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-{% if cookiecutter.mixed_precision != "no" %}
+
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
-{%- else %}
-from {{ cookiecutter.package_name }}.compat import is_distributed, replica_copies  # noqa: E402
-{%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.data import make_data, synthetic_examples  # noqa: E402
@@ -84,6 +81,13 @@ def load_weights(path):
     model = build_model()
     model.load_weights(path)
     return model.get_weights()
+
+
+def build_model_with_dropout():
+    """The project's model with dropout before its logits, as users' models have."""
+    model = build_model()
+    logits = keras.layers.Dropout(0.5, dtype="float32", name="logits_dropout")(model.outputs[0])
+    return keras.Model(model.inputs, logits)
 {%- if cookiecutter.mixed_precision != "no" %}
 
 

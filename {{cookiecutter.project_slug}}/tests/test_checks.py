@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
-from conftest import REPLICAS, parsing_also
+from conftest import REPLICAS, build_model_with_dropout, parsing_also
 
 from {{ cookiecutter.package_name }} import checks, data
 {%- if cookiecutter.training_loop in ("custom", "both") %}, engine_custom{% endif %}
@@ -177,13 +177,6 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     assert str(warning.value).startswith("input pipeline "), warning.value
     assert "examples/s, training step " in str(warning.value)
     assert "training is input-bound" in str(warning.value)
-
-
-def build_model_with_dropout():
-    """The project's model with dropout before its logits, as users' models have."""
-    model = build_model()
-    logits = keras.layers.Dropout(0.5, dtype="float32", name="logits_dropout")(model.outputs[0])
-    return keras.Model(model.inputs, logits)
 
 
 def test_a_model_with_dropout_passes_sync(config, two_replicas, monkeypatch):

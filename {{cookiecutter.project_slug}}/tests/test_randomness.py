@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 {%- endif %}
 import tensorflow as tf
+from conftest import build_model_with_dropout
 
 from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 {%- if cookiecutter.training_loop in ("custom", "both") %}
@@ -15,7 +16,6 @@ from {{ cookiecutter.package_name }}.engine_custom import build_training_state
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.engine_fit import build_compiled_model
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import build_model
 
 WIDTH = 64
 
@@ -27,14 +27,14 @@ def noisy_model():
     )
 
 
-def replica_outputs(strategy, model):
-    """A function giving the model's training-mode output for the same input, on
-    each replica. One tf.function, as in training: with a global seed set,
-    tf_keras's random ops repeat their numbers in each new trace."""
+def replica_outputs(strategy, model, inputs):
+    """A function giving the model's training-mode output for `inputs`, on each
+    replica. One tf.function, as in training: with a global seed set, tf_keras's
+    random ops repeat their numbers in each new trace."""
 
     @tf.function
     def forward():
-        return strategy.run(lambda: model(tf.ones((8, WIDTH)), training=True))
+        return strategy.run(lambda: model(inputs, training=True))
 
     return lambda: [output.numpy() for output in strategy.experimental_local_results(forward())]
 
@@ -43,21 +43,15 @@ def test_each_replica_draws_its_own_numbers_and_new_ones_at_every_call(two_repli
     with two_replicas.scope():
         model = noisy_model()
     per_replica_randomness(model)
-    outputs = replica_outputs(two_replicas, model)
+    outputs = replica_outputs(two_replicas, model, tf.ones((8, WIDTH)))
     first, second = outputs()
     assert not np.array_equal(first, second)
     again, _ = outputs()
     assert not np.array_equal(first, again)
 
 
-def model_with_dropout():
-    """The project's model with dropout before its logits, as users' models have."""
-    model = build_model()
-    logits = keras.layers.Dropout(0.5, dtype="float32")(model.outputs[0])
-    return keras.Model(model.inputs, logits)
-
-
 def model_inputs(model):
+    """A batch of 8 equal examples of the model's input shape and dtype."""
     shape, dtype = model.inputs[0].shape[1:], model.inputs[0].dtype
     return tf.cast(tf.fill([8, *shape], 100), dtype)
 {%- for engine in (["fit", "custom"] if cookiecutter.training_loop == "both" else [cookiecutter.training_loop]) %}
@@ -65,20 +59,14 @@ def model_inputs(model):
 
 def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_config, monkeypatch):
     builder = "{{ cookiecutter.package_name }}.engine_{{ engine }}.build_model"
-    monkeypatch.setattr(builder, model_with_dropout)
+    monkeypatch.setattr(builder, build_model_with_dropout)
 {%- if engine == "fit" %}
     model = build_compiled_model(two_replicas, sgd_config("dropout", 8))
 {%- else %}
     model = build_training_state(two_replicas, sgd_config("dropout", 8)).model
 {%- endif %}
-    inputs = model_inputs(model)
-
-    @tf.function
-    def forward():
-        return two_replicas.run(lambda: model(inputs, training=True))
-
-    first, second = two_replicas.experimental_local_results(forward())
-    assert not np.array_equal(first.numpy(), second.numpy())
+    first, second = replica_outputs(two_replicas, model, model_inputs(model))()
+    assert not np.array_equal(first, second)
 {%- endfor %}
 {%- if cookiecutter.keras_package == "keras3" %}
 
@@ -90,6 +78,6 @@ def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_conf
 def test_keras_alone_draws_its_own_numbers_on_each_replica(two_replicas):
     with two_replicas.scope():
         model = noisy_model()
-    first, second = replica_outputs(two_replicas, model)()
+    first, second = replica_outputs(two_replicas, model, tf.ones((8, WIDTH)))()
     assert not np.array_equal(first, second)
 {%- endif %}
