@@ -25,11 +25,11 @@ COMBINATIONS = [
         ("image", "both", "mirrored", "keras3", "tfrecord", "no", "none"),
         ("image", "both", "mirrored", "tf_keras", "synthetic", "bfloat16", "slurm"),
         ("image", "both", "multi_worker", "tf_keras", "tfrecord", "float16", "kubernetes"),
-        ("tabular", "fit", "mirrored", "keras3", "synthetic", "no", "none"),
         ("tabular", "fit", "mirrored", "tf_keras", "tfrecord", "float16", "slurm"),
         ("tabular", "fit", "multi_worker", "keras3", "synthetic", "bfloat16", "kubernetes"),
         ("tabular", "fit", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
         ("tabular", "both", "mirrored", "keras3", "tfrecord", "float16", "none"),
+        ("tabular", "fit", "mirrored", "keras3", "synthetic", "no", "none"),
         ("tabular", "custom", "mirrored", "tf_keras", "synthetic", "no", "slurm"),
         ("tabular", "custom", "multi_worker", "keras3", "tfrecord", "float16", "slurm"),
         ("tabular", "custom", "multi_worker", "tf_keras", "synthetic", "no", "kubernetes"),
@@ -43,11 +43,19 @@ def combination_id(options):
 
 # The framework's own tests (the controller, the launchers, the cluster set-up,
 # the CLI's input checks, the config; the kill, preemption and restart tests,
-# marker `processes`) exercise code that is the same for both tasks: every
-# tabular project and this image project run them. The other image projects run
-# what depends on the task (data, model, equivalence, resume, the doctor,
-# export), which keeps the slow tier within its time on 2 cores.
-IMAGE_WITH_FULL_SUITE = "image-both-multi_worker-keras3-synthetic-no-slurm"
+# marker `processes`) exercise code that is the same for both tasks and most
+# options: they take two thirds of a tabular suite's time. These projects run
+# them: between them every task, loop, distribution x Keras package pair, data
+# source, precision and launcher. The others run what depends on their options
+# (data, model, equivalence, resume, the doctor, export), which keeps the slow
+# tier within its time on 2 cores.
+FULL_SUITES = (
+    "image-both-multi_worker-keras3-synthetic-no-slurm",
+    "tabular-fit-mirrored-tf_keras-tfrecord-float16-slurm",
+    "tabular-fit-multi_worker-keras3-synthetic-bfloat16-kubernetes",
+    "tabular-fit-multi_worker-tf_keras-tfrecord-no-kubernetes",
+    "tabular-both-mirrored-keras3-tfrecord-float16-none",
+)
 FRAMEWORK_TESTS = (
     "test_cluster.py",
     "test_config.py",
@@ -62,9 +70,9 @@ FRAMEWORK_TESTS = (
 
 def left_out(options):
     """pytest arguments that leave tests out of this combination's run."""
-    if options["task"] == "image" and combination_id(options) != IMAGE_WITH_FULL_SUITE:
-        return ["-m", "not processes", *(f"--ignore=tests/{name}" for name in FRAMEWORK_TESTS)]
-    return []
+    if combination_id(options) in FULL_SUITES:
+        return []
+    return ["-m", "not processes", *(f"--ignore=tests/{name}" for name in FRAMEWORK_TESTS)]
 
 
 LOOPS_OF = {"fit": ("fit",), "custom": ("custom",), "both": ("fit", "custom")}
@@ -84,9 +92,21 @@ def test_slow_matrix_covers_every_value():
         }
         assert len(covered) == 8, task
     full_suites = [c for c in COMBINATIONS if not left_out(c)]
-    assert {c["task"] for c in full_suites} == set(rules.CHOICES["task"])
-    for name in ("distribution", "keras_package", "launcher"):
+    assert {combination_id(c) for c in full_suites} == set(FULL_SUITES)
+    for name in ("task", "distribution", "keras_package", "data_source", "mixed_precision",
+                 "launcher"):
         assert {c[name] for c in full_suites} == set(rules.CHOICES[name]), name
+    assert {loop for c in full_suites for loop in LOOPS_OF[c["training_loop"]]} == {
+        "fit",
+        "custom",
+    }
+    pairs = {(c["distribution"], c["keras_package"]) for c in full_suites}
+    assert len(pairs) == 4
+    # Multi-worker file sharding (test_launch.py) needs TFRecord files.
+    assert any(
+        c["distribution"] == "multi_worker" and c["data_source"] == "tfrecord"
+        for c in full_suites
+    )
     # Only test files that some bakes generate are left out.
     tests = {Path(path).name for path in [*rules.ALWAYS_FILES, *rules.CONDITIONAL_FILES]}
     assert set(FRAMEWORK_TESTS) <= tests
