@@ -10,6 +10,7 @@ figure is the best of the repeats.
 """
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import json
@@ -74,8 +75,8 @@ def measure(package, workdir, quick):
 
     import tensorflow as tf
 
-    checkpointing, checks, data = module("checkpointing"), module("checks"), module("data")
-    engine_custom, engine_fit = module("engine_custom"), module("engine_fit")
+    checkpointing, data, doctor = module("checkpointing"), module("data"), module("doctor")
+    engine_fit, training = module("engine_fit"), module("training")
 
     small, large = workdir / f"{task}-data-1x", workdir / f"{task}-data-20x"
     data.make_data(small, num_files=4, examples=startup_examples)
@@ -86,24 +87,24 @@ def measure(package, workdir, quick):
     steps = examples_per_epoch // global_batch
     batches = examples.batch(global_batch, drop_remainder=True).cache()
 
-    def custom_engine(steps_per_call):
-        state = engine_custom.build_training_state(strategy, config)
-        return engine_custom.CustomEngine(strategy, state, global_batch, steps_per_call)
+    def build_engine(loop):
+        """The engine `train` builds (training.build_engine, the one place)."""
+        loop_config = dataclasses.replace(config, loop=loop)
+        return training.build_engine(loop_config, strategy, global_batch)
 
-    def fit_engine(steps_per_call):
-        model = engine_fit.build_compiled_model(strategy, config)
-        return engine_fit.FitEngine(strategy, model, steps_per_call)
+    def epoch_in_calls_of(steps_per_call):
+        def engine_epoch(engine):
+            """One epoch as the controller runs it: calls of steps_per_call steps,
+            the loss read on the host after each call (the only sync)."""
+            iterator = iter(strategy.experimental_distribute_dataset(batches))
+            done = 0
+            while done < steps:
+                count = min(steps_per_call, steps - done)
+                loss, _ = engine.train(iterator, tf.constant(count))
+                float(loss)
+                done += count
 
-    def engine_epoch(engine):
-        """One epoch as the controller runs it: calls of steps_per_call steps, the
-        loss read on the host after each call (the only sync)."""
-        iterator = iter(strategy.experimental_distribute_dataset(batches))
-        done = 0
-        while done < steps:
-            count = min(engine.steps_per_call, steps - done)
-            loss, _ = engine.train(iterator, tf.constant(count))
-            float(loss)
-            done += count
+        return engine_epoch
 
     def bare_fit_epoch(model):
         model.fit(batches, epochs=1, verbose=0)
@@ -126,17 +127,20 @@ def measure(package, workdir, quick):
     fit_tutorial = tutorials.KerasTutorial(strategy, build_model, batches)
     rate = rates(
         {
-            "custom": (engine_epoch, custom_engine(config.steps_per_call)),
-            "custom_overhead_free": (engine_epoch, custom_engine(OVERHEAD_FREE_STEPS_PER_CALL)),
+            "custom": (epoch_in_calls_of(config.steps_per_call), build_engine("custom")),
+            "custom_overhead_free": (
+                epoch_in_calls_of(OVERHEAD_FREE_STEPS_PER_CALL),
+                build_engine("custom"),
+            ),
             "custom_tutorial": (tutorials.CustomTrainingTutorial.epoch, custom_tutorial),
-            "fit": (engine_epoch, fit_engine(config.steps_per_call)),
+            "fit": (epoch_in_calls_of(config.steps_per_call), build_engine("fit")),
             "bare_fit": (bare_fit_epoch, engine_fit.build_compiled_model(strategy, config)),
             "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
         }
     )
 
     # A checkpoint save against the training steps it costs.
-    engine = custom_engine(config.steps_per_call)
+    engine = build_engine("custom")
     progress = checkpointing.Progress(
         strategy, dict.fromkeys(checkpointing.DATA_STREAM_KEYS, 0)
     )
@@ -168,9 +172,9 @@ def measure(package, workdir, quick):
     resume_fresh = first_batch_seconds(0)
     resume_late = first_batch_seconds(plan.steps_per_epoch - 1)
     input_rate = max(
-        checks.input_examples_per_second(strategy, config, plan) for _ in range(repeats)
+        doctor.input_examples_per_second(strategy, config, plan) for _ in range(repeats)
     )
-    step_rate = max(checks.step_examples_per_second(strategy, config, plan) for _ in range(repeats))
+    step_rate = max(doctor.step_examples_per_second(strategy, config, plan) for _ in range(repeats))
 
     startup = {small: float("inf"), large: float("inf")}
     for repeat in range(repeats):

@@ -69,7 +69,7 @@ def test_dry_run_runs_every_step_on_cpus(tmp_path):
         ]
     assert any(line.startswith("PASS sync") for line in steps["doctor"]["tail"])
     gpu_tests = "\n".join(steps["GPU tests (pytest -m gpu)"]["tail"])
-    assert "SKIPPED [1] tests/test_checks.py" in gpu_tests and "no GPU visible" in gpu_tests
+    assert "SKIPPED [1] tests/test_gpu_smoke.py" in gpu_tests and "no GPU visible" in gpu_tests
     assert [row["run"] for row in results["bench"]] == BENCH_RUNS
     assert all(
         row["replicas"] == 2 and row["examples_per_second_per_replica"] > 0

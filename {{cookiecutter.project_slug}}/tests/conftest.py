@@ -241,3 +241,13 @@ def parsing_also(load_sources, transform):
 def read_json(path):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def check_lines(output):
+    """{check name: (passed, detail)} from the PASS/WARN/FAIL lines of a check
+    command (a warning passes)."""
+    lines = [line for line in output.splitlines() if line.startswith(("PASS ", "WARN ", "FAIL "))]
+    return {
+        line[5:].split(": ", 1)[0]: (not line.startswith("FAIL"), line.split(": ", 1)[1])
+        for line in lines
+    }

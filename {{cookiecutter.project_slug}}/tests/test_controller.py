@@ -32,15 +32,12 @@ class StubEngine:
 
     name = "stub"
 
-    def __init__(
-        self, strategy, steps_per_call, kill_after=None, sigterm_after=None, inf_bias_after=None
-    ):
+    def __init__(self, strategy, kill_after=None, sigterm_after=None, inf_bias_after=None):
         with strategy.scope():
             self.model = build_model()
             self.optimizer = make_optimizer("sgd", 0.1)
             self.optimizer.build(self.model.trainable_variables)
         self.strategy = strategy
-        self.steps_per_call = steps_per_call
         self.kill_after = kill_after
         self.sigterm_after = sigterm_after
         self.inf_bias_after = inf_bias_after
@@ -67,18 +64,20 @@ class StubEngine:
 
 @pytest.fixture
 def run(one_device, sgd_config, caplog):
-    """run(name, **engine options) -> (summary or the exception, engine, log lines)."""
+    """run(name, steps_per_call, **engine options) -> (summary or the exception,
+    engine, log lines)."""
     caplog.set_level(logging.INFO)
 
-    def start(name, **engine_options):
+    def start(name, steps_per_call=1, **engine_options):
         config = sgd_config(
             name,
             32,
             epochs=EPOCHS,
             steps_per_epoch=STEPS_PER_EPOCH,
             checkpoint_every=CHECKPOINT_EVERY,
+            steps_per_call=steps_per_call,
         )
-        engine = StubEngine(one_device, **{"steps_per_call": 1, **engine_options})
+        engine = StubEngine(one_device, **engine_options)
         caplog.clear()
         plan = plan_run(config, one_device)
         try:
@@ -189,8 +188,8 @@ def test_one_pipeline_serves_every_epoch_without_rereading(one_device, sgd_confi
 
     batch_records = data.batch_records
     monkeypatch.setattr(data, "batch_records", counted_batches)
-    config = sgd_config("streamed", 32, epochs=8, steps_per_epoch=16)
-    engine = StubEngine(one_device, steps_per_call=4)
+    config = sgd_config("streamed", 32, epochs=8, steps_per_epoch=16, steps_per_call=4)
+    engine = StubEngine(one_device)
     plan = plan_run(config, one_device)
     summary = Controller(one_device, engine, plan, config, config.model_dir).run()
     assert summary["global_step"] == len(engine.batches_seen) == 8 * 16

@@ -68,7 +68,7 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     model = build_compiled_model(two_replicas, sgd_config("sync", 16, optimizer="adam"))
-    engine = FitEngine(two_replicas, model, steps_per_call=4)
+    engine = FitEngine(two_replicas, model)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches(256, 32)))
     loss, _ = engine.train(iterator, tf.constant(4))
     assert np.isfinite(float(loss))

@@ -293,7 +293,7 @@ def log_to_worker_file(model_dir, resolver):
 
 def run_doctor(args):
     config = config_from_args(args)
-    from {{ cookiecutter.package_name }}.checks import doctor
+    from {{ cookiecutter.package_name }}.doctor import doctor
 
     report = doctor(config)
     report.print()
@@ -328,7 +328,7 @@ def run_export(args):
 
 
 def run_gpu_smoke(args):
-    from {{ cookiecutter.package_name }}.checks import gpu_smoke
+    from {{ cookiecutter.package_name }}.gpu_smoke import gpu_smoke
 
     report = gpu_smoke(load_config(None, {}), args.cpu_replicas)
     report.print()

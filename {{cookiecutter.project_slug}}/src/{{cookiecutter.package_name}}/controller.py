@@ -10,7 +10,7 @@ An engine (engine_fit.py, engine_custom.py) only knows how to run k steps.
 An engine provides:
     name             "fit" or "custom"
     model, optimizer what the run trains (built under the strategy's scope)
-    steps_per_call   the most steps one `train` call runs
+    metrics          the training metrics it updates
     train(iterator, k) -> (mean loss, mean metric) of the next k steps
 """
 
@@ -233,11 +233,11 @@ class Controller:
         return int(self.progress.global_step.numpy())
 
     def next_call_size(self, step):
-        """Steps for the next engine call: up to steps_per_call, never past the
+        """Steps for the next engine call: up to --steps-per-call, never past the
         epoch's end or the next checkpoint. A function of the position alone, so
         a resumed run groups its steps as the uninterrupted run did."""
         return min(
-            self.engine.steps_per_call - step % self.engine.steps_per_call,
+            self.config.steps_per_call - step % self.config.steps_per_call,
             self.plan.steps_per_epoch - step,
             self.config.checkpoint_every - self.global_step % self.config.checkpoint_every,
         )

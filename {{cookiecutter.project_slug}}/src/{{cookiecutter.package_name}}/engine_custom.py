@@ -124,11 +124,10 @@ def make_train_function(strategy, state, global_batch_size{% if cookiecutter.tas
 class CustomEngine:
     name = "custom"
 
-    def __init__(self, strategy, state, global_batch_size, steps_per_call{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
+    def __init__(self, strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
         self.model = state.model
         self.optimizer = state.optimizer
-        self.metric = state.metric
-        self.steps_per_call = steps_per_call
+        self.metrics = [state.metric]
         self.train_steps = make_train_function(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile{% endif %})
 
     def train(self, iterator, num_steps):

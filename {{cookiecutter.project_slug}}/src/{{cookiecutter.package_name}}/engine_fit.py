@@ -73,11 +73,15 @@ def make_train_function(strategy, model):
 class FitEngine:
     name = "fit"
 
-    def __init__(self, strategy, model, steps_per_call):
+    def __init__(self, strategy, model):
         self.model = model
         self.optimizer = model.optimizer
-        self.steps_per_call = steps_per_call
         self.train_steps = make_train_function(strategy, model)
+
+    @property
+    def metrics(self):
+        # compile() builds its metrics in the first train_step: read them late.
+        return self.model.metrics
 
     def train(self, iterator, num_steps):
         """Run the next `num_steps` steps; return their mean loss and metric."""

@@ -55,35 +55,19 @@ def prepare_run(config):
 
 
 def build_engine(config, strategy, global_batch_size):
-    """The engine this run trains with, its variables under the strategy's scope."""
+    """The engine this run trains with, its variables under the strategy's
+    scope: the one place an engine is built (train, doctor, gpu-smoke and the
+    benchmarks all call it)."""
 {%- if cookiecutter.training_loop == "both" %}
     if config.loop == "fit":
-        model = build_compiled_model(strategy, config)
-        return FitEngine(strategy, model, config.steps_per_call)
+        return FitEngine(strategy, build_compiled_model(strategy, config))
     state = build_training_state(strategy, config)
-    return CustomEngine(
-        strategy,
-        state,
-        global_batch_size,
-        config.steps_per_call,
-{%- if cookiecutter.task == "tabular" %}
-        config.jit_compile,
-{%- endif %}
-    )
+    return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
 {%- elif cookiecutter.training_loop == "fit" %}
-    model = build_compiled_model(strategy, config)
-    return FitEngine(strategy, model, config.steps_per_call)
+    return FitEngine(strategy, build_compiled_model(strategy, config))
 {%- else %}
     state = build_training_state(strategy, config)
-    return CustomEngine(
-        strategy,
-        state,
-        global_batch_size,
-        config.steps_per_call,
-{%- if cookiecutter.task == "tabular" %}
-        config.jit_compile,
-{%- endif %}
-    )
+    return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
 {%- endif %}
 
 

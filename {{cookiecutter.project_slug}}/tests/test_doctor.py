@@ -21,12 +21,21 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 {%- endif %}
-from conftest import REPLICAS, build_model_with_dropout, parsing_also
+from conftest import REPLICAS, build_model_with_dropout, check_lines, parsing_also
 
-from {{ cookiecutter.package_name }} import checks, data
-{%- if cookiecutter.training_loop in ("custom", "both") %}, engine_custom{% endif %}
-{%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}, engine_fit{% endif %}
-from {{ cookiecutter.package_name }}.checks import doctor
+from {{ cookiecutter.package_name }} import (
+    data,
+    doctor,
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+    engine_custom,
+{%- endif %}
+{%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}
+    engine_fit,
+{%- endif %}
+    gpu_smoke,
+    probe,
+    training,
+)
 from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.data import worker_batches
@@ -36,8 +45,7 @@ from {{ cookiecutter.package_name }}.model import build_model, make_optimizer{% 
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
 {%- else %}
 
-import pytest
-from conftest import REPLICAS
+from conftest import check_lines
 {%- endif %}
 {%- if cookiecutter.distribution == "mirrored" %}
 {%- if cookiecutter.training_loop == "both" %}
@@ -47,9 +55,10 @@ def named(check, loop):
     return f"{check} ({loop})"
 
 
-def doctor_on(loop, config):
+def doctor_on(loop, config, monkeypatch):
     """The doctor's checks of one loop: where each test plants its fault."""
-    return doctor(config, loops=(loop,))
+    monkeypatch.setattr(doctor, "LOOPS", (loop,))
+    return doctor.doctor(config)
 {%- else %}
 
 
@@ -57,8 +66,8 @@ def named(check, loop):
     return check
 
 
-def doctor_on(loop, config):
-    return doctor(config)
+def doctor_on(loop, config, monkeypatch):
+    return doctor.doctor(config)
 {%- endif %}
 
 
@@ -80,16 +89,6 @@ def failures(report):
 
 
 {%- endif %}
-
-
-def check_lines(output):
-    """{check name: (passed, detail)} from the PASS/WARN/FAIL lines of a check
-    command (a warning passes)."""
-    lines = [line for line in output.splitlines() if line.startswith(("PASS ", "WARN ", "FAIL "))]
-    return {
-        line[5:].split(": ", 1)[0]: (not line.startswith("FAIL"), line.split(": ", 1)[1])
-        for line in lines
-    }
 
 
 # The doctor as users run it: a fresh process, its report and its exit status.
@@ -155,7 +154,7 @@ def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monk
         "{{ cookiecutter.package_name }}.model.batch_norm",
         unsynchronized_batch_norm,
     )
-    failed = failures(doctor_on("{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}", config))
+    failed = failures(doctor_on("{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}", config, monkeypatch))
     sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
     assert "statistics over each replica's share of the batch" in failed[sync]
     assert "build them with BatchNormalization(synchronized=True)" in failed[sync]
@@ -170,10 +169,10 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     # the other test worker); few batches keep it short.
     slow = parsing_also(data.load_sources, a_second_later)
     monkeypatch.setattr(data, "load_sources", slow)
-    monkeypatch.setattr(checks, "INPUT_STEPS", 2)
-    _, plan = checks.check_dataset(config, two_replicas)
-    with pytest.raises(checks.CheckWarning) as warning:
-        checks.check_input(two_replicas, config, plan)
+    monkeypatch.setattr(doctor, "INPUT_STEPS", 2)
+    _, plan = doctor.check_dataset(config, two_replicas)
+    with pytest.raises(doctor.CheckWarning) as warning:
+        doctor.check_input(two_replicas, config, plan)
     assert str(warning.value).startswith("input pipeline "), warning.value
     assert "examples/s, training step " in str(warning.value)
     assert "training is input-bound" in str(warning.value)
@@ -183,9 +182,9 @@ def test_a_model_with_dropout_passes_sync(config, two_replicas, monkeypatch):
     loop = "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}"
     builder = f"{{ cookiecutter.package_name }}.engine_{loop}.build_model"
     monkeypatch.setattr(builder, build_model_with_dropout)
-    _, plan = checks.check_dataset(config, two_replicas)
-    steps = checks.SYNC_STEPS
-    detail, _ = checks.compare_with_one_device({% if cookiecutter.training_loop == "both" %}loop, {% endif %}two_replicas, config, plan, steps)
+    _, plan = doctor.check_dataset(config, two_replicas)
+    steps = doctor.SYNC_STEPS
+    detail, _ = probe.compare_with_one_device(two_replicas, config, plan, steps)
     assert f"on {REPLICAS} replicas vs one device" in detail
     assert "dropout and noise off in logits_dropout" in detail
 
@@ -195,8 +194,8 @@ def one_replica(cpu_replicas=None):
 
 
 def test_one_replica_when_two_were_asked_fails_replicas(config, monkeypatch):
-    monkeypatch.setattr(checks, "make_strategy", one_replica)
-    failed = failures(doctor(config))
+    monkeypatch.setattr(gpu_smoke, "make_strategy", one_replica)
+    failed = failures(doctor.doctor(config))
     assert failed["replicas"].startswith("1 replica(s) on ")
     assert f"expected {REPLICAS}" in failed["replicas"]
 
@@ -207,7 +206,7 @@ def batches_with_a_short_last_batch(records, per_replica_batch_size):
 
 def test_a_possibly_empty_replica_batch_fails_dataset(config, monkeypatch):
     monkeypatch.setattr(data, "batch_records", batches_with_a_short_last_batch)
-    failed = failures(doctor(config))
+    failed = failures(doctor.doctor(config))
     assert "batch dimension of None" in failed["dataset"]
     assert "drop_remainder=True" in failed["dataset"]
     sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
@@ -255,8 +254,8 @@ def fit_optimizer_created_outside_the_scope(strategy, config):
     ids=["model-outside-scope", "optimizer-outside-scope"],
 )
 def test_fit_built_outside_the_scope_fails_variables(config, monkeypatch, broken_builder, expected):
-    monkeypatch.setattr(checks, "build_compiled_model", broken_builder)
-    detail = failures(doctor_on("fit", config))[named("variables", "fit")]
+    monkeypatch.setattr(training, "build_compiled_model", broken_builder)
+    detail = failures(doctor_on("fit", config, monkeypatch))[named("variables", "fit")]
     assert detail.startswith(expected) or f" {expected}" in detail
     assert "inside `with strategy.scope():`" in detail
 {%- if cookiecutter.keras_package == "keras3" %}
@@ -268,7 +267,7 @@ def clipping_optimizer(name, learning_rate):
 
 def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
     monkeypatch.setattr(engine_fit, "make_optimizer", clipping_optimizer)
-    failed = failures(doctor_on("fit", config))
+    failed = failures(doctor_on("fit", config, monkeypatch))
     assert "clipnorm clips each replica's gradient" in failed["upstream"]
 {%- endif %}
 {%- endif %}
@@ -314,8 +313,8 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
 {%- if cookiecutter.mixed_precision != "no" %}
     config.mixed_precision = False  # the broken builders build for float32
 {%- endif %}
-    monkeypatch.setattr(checks, "build_training_state", broken_builder)
-    failed = failures(doctor_on("custom", config))
+    monkeypatch.setattr(training, "build_training_state", broken_builder)
+    failed = failures(doctor_on("custom", config, monkeypatch))
     detail = failed[named("variables", "custom")]
     assert expected in detail
     assert "inside `with strategy.scope():`" in detail
@@ -332,15 +331,15 @@ def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_bat
 
 
 def test_dataset_not_distributed_fails_batch_split_and_sync(config, monkeypatch):
-    monkeypatch.setattr(checks, "first_batches", undistributed_batches)
-    failed = failures(doctor_on("custom", config))
+    monkeypatch.setattr(probe, "first_batches", undistributed_batches)
+    failed = failures(doctor_on("custom", config, monkeypatch))
     assert "the dataset is not distributed" in failed[named("batch-split", "custom")]
     assert "the dataset is not distributed" in failed[named("sync", "custom")]
 
 
 def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
     monkeypatch.setattr(engine_custom, "replica_loss", replica_loss_averaged_over_the_local_batch)
-    failed = failures(doctor_on("custom", config))
+    failed = failures(doctor_on("custom", config, monkeypatch))
     # The data is split correctly: only the loss scaling is wrong.
     assert named("batch-split", "custom") not in failed
     assert "averaged over the local batch" in failed[named("sync", "custom")]
@@ -348,49 +347,8 @@ def test_loss_averaged_over_the_local_batch_fails_sync(config, monkeypatch):
 
 def test_loss_reduced_with_mean_fails_sync(config, monkeypatch):
     monkeypatch.setattr(engine_custom, "SUM", tf.distribute.ReduceOp.MEAN)
-    failed = failures(doctor_on("custom", config))
+    failed = failures(doctor_on("custom", config, monkeypatch))
     assert "reduced with MEAN" in failed[named("sync", "custom")]
     assert f"1/{REPLICAS} of one device's" in failed[named("sync", "custom")]
 {%- endif %}
 {%- endif %}
-
-
-# gpu-smoke runs in a fresh process, as users run it: several MirroredStrategy
-# objects over the same devices in one process reuse collective keys, and a
-# collective of another shape under a reused key fails ("Shape mismatch in the
-# collective instance 100").
-
-
-def test_gpu_smoke_on_logical_cpus(cli):
-    result = cli("gpu-smoke", "--cpu-replicas", str(REPLICAS))
-    checks_run = check_lines(result.stdout)
-    mixed_step = "mixed-{{ "bfloat16" if cookiecutter.mixed_precision == "bfloat16" else "float16" }}"
-    assert list(checks_run) == ["replicas", "all-reduce", "step", mixed_step]
-    assert all(passed for passed, _ in checks_run.values()), result.stdout
-    assert result.returncode == 0
-    expected_sum = REPLICAS * (REPLICAS + 1) // 2
-    assert checks_run["all-reduce"][1] == (
-        f"replica-id all-reduce gives {expected_sum} on each of {REPLICAS} replicas"
-    )
-
-
-def test_gpu_smoke_without_a_gpu_says_so(cli):
-    result = cli("gpu-smoke")
-    assert result.returncode == 1
-    assert result.stdout.startswith("FAIL gpu-visible: no GPU visible - ")
-
-
-@pytest.mark.gpu
-def test_gpu_smoke_on_this_machines_gpus(cli):
-    result = cli("gpu-smoke", gpus=True)
-    checks_run = check_lines(result.stdout)
-    assert list(checks_run) == [
-        "gpu-visible",
-        "replicas",
-        "all-reduce",
-        "step",
-        "placement",
-        "mixed-{{ "bfloat16" if cookiecutter.mixed_precision == "bfloat16" else "float16" }}",
-    ]
-    assert all(passed for passed, _ in checks_run.values()), result.stdout
-    assert result.returncode == 0

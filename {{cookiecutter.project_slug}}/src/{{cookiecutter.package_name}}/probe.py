@@ -1,0 +1,263 @@
+"""Probe runs: a few training steps with the project's own engine, and their
+comparison with one device.
+
+A probe builds the engine exactly as `train` does (training.build_engine), on
+the strategy seen through a BatchProbe that records the batch each replica's
+step receives. The doctor's variables, batch-split and sync checks and
+gpu-smoke's step checks read what the probe leaves behind.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras, replica_copies
+from {{ cookiecutter.package_name }}.data import data_sharding, training_input
+from {{ cookiecutter.package_name }}.report import CheckFailed
+from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
+from {{ cookiecutter.package_name }}.training import build_engine, prepare_run
+
+# Plain SGD at a fixed rate (Adam hides scaling errors): a scaling error moves
+# the weights by ~1e-2 in a few steps, float rounding by ~1e-7.
+{%- if cookiecutter.task == "image" %}
+# (At 0.05, batch normalization amplifies float rounding about 3x per step.)
+SYNC_LEARNING_RATE = 0.01
+{%- else %}
+SYNC_LEARNING_RATE = 0.05
+{%- endif %}
+WEIGHT_TOLERANCE = 1e-5
+LOSS_TOLERANCE = 1e-5
+
+
+def record_batch_size(features, batch_sizes):
+    """Add the batch size of `features`, seen inside a replica step, to `batch_sizes`."""
+    size = features.shape[0]
+    if size is not None:
+        batch_sizes.add(size)
+    else:  # not known when traced (multi-worker input): read it when the step runs
+        tf.py_function(lambda runtime: batch_sizes.add(int(runtime)), [tf.shape(features)[0]], [])
+
+
+class BatchProbe:
+    """The strategy, as an engine sees it, recording the batch size that each
+    replica's step function receives (its first argument's first tensor)."""
+
+    def __init__(self, strategy):
+        self.strategy = strategy
+        self.batch_sizes = set()
+
+    def run(self, replica_fn, args=(), kwargs=None, options=None):
+        def probed_replica_fn(*args, **kwargs):
+            record_batch_size(tf.nest.flatten(args)[0], self.batch_sizes)
+            return replica_fn(*args, **kwargs)
+
+        return self.strategy.run(probed_replica_fn, args=args, kwargs=kwargs, options=options)
+
+    def __getattr__(self, name):
+        return getattr(self.strategy, name)
+
+
+@dataclasses.dataclass
+class ProbeRun:
+    """What a few training steps with the project's own engine left behind."""
+
+    model: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    metrics: list
+    # The reported training loss: the mean over the steps.
+    loss: float
+    # Batch sizes seen inside the replica step.
+    batch_sizes: set
+
+    def variables(self):
+        """(owner, variable) for every model, optimizer and metric variable."""
+        found, seen = [], set()
+        groups = [("model", self.model.weights), ("optimizer", self.optimizer.variables)]
+        groups += [("metric", metric.variables) for metric in self.metrics]
+        for owner, variables in groups:
+            for variable in variables:
+                if id(variable) not in seen:
+                    seen.add(id(variable))
+                    found.append((owner, variable))
+        return found
+
+    def synchronized_variables(self):
+        """Model and optimizer variables: their replica copies must be identical
+        (metric variables are summed on read, so their copies differ)."""
+        return [variable for owner, variable in self.variables() if owner != "metric"]
+
+
+def first_batches(strategy, plan, seed):
+    """The distributed batches of epoch 0, as `train` reads them."""
+    return iter(training_input(strategy, plan, seed, epoch=0))
+
+
+def run_steps(strategy, config, plan, steps, noise=True):
+    """`steps` steps of the engine `train` builds for `config`, from its first
+    batches (with the model's dropout and noise layers off unless `noise`)."""
+    prepare_run(config)
+    probe = BatchProbe(strategy)
+    engine = build_engine(config, probe, plan.global_batch_size)
+    if not noise:
+        switch_off_noise(engine.model)
+    loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
+    return ProbeRun(engine.model, engine.optimizer, engine.metrics, float(loss), probe.batch_sizes)
+
+
+NOISE_SETTINGS = (
+    (keras.layers.Dropout, "rate"),  # SpatialDropout1D/2D/3D too
+    (keras.layers.GaussianDropout, "rate"),
+    (keras.layers.AlphaDropout, "rate"),
+    (keras.layers.GaussianNoise, "stddev"),
+)
+
+
+def noise_layers(model):
+    """(layer, setting) for each of the model's dropout and noise layers."""
+    return [
+        (layer, setting)
+        for layer in model._flatten_layers()
+        for kind, setting in NOISE_SETTINGS
+        if isinstance(layer, kind)
+    ]
+
+
+def switch_off_noise(model):
+    """Make the model's dropout and noise layers add none. They draw their own
+    random numbers on each replica (compat.per_replica_randomness), as one device
+    draws its own for each example, so N replicas and one device agree only
+    without them."""
+    for layer, setting in noise_layers(model):
+        setattr(layer, setting, 0.0)
+
+
+def sgd_config(config):
+    """The run's config with plain SGD under the float32 policy, for comparisons."""
+    return dataclasses.replace(
+        config,
+        optimizer="sgd",
+        learning_rate=SYNC_LEARNING_RATE,
+{%- if cookiecutter.mixed_precision != "no" %}
+        mixed_precision=False,
+{%- endif %}
+    )
+
+
+def reference_strategy():
+    """One device of this machine: what N replicas must reproduce."""
+    device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+    return mirrored_strategy([device])
+
+
+def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
+    """`steps` SGD steps on the strategy's replicas vs on one device, same global
+    batches: weights and reported loss must agree, replica copies be identical."""
+    config = sgd_config(config)
+    plan = data_sharded(plan)
+    replicas = strategy.num_replicas_in_sync
+    # TensorFloat-32 (on by default on Ampere and newer GPUs) rounds matmul inputs to
+    # 10 bits: the same math on other batch shapes would differ by far more than 1e-5.
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        distributed = run_steps(strategy, config, plan, steps, noise=False)
+        single = run_steps(reference_strategy(), config, plan, steps, noise=False)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    diverged = [
+        variable.name
+        for variable in distributed.synchronized_variables()
+        if not all_equal(replica_copies(strategy, variable))
+    ]
+    gap = max(
+        float(np.max(np.abs(left - right)))
+        for left, right in zip(
+            distributed.model.get_weights(), single.model.get_weights(), strict=True
+        )
+    )
+    ratio = distributed.loss / single.loss
+    detail = (
+        f"{steps} SGD step(s) on {replicas} replicas vs one device: weights differ by"
+        f" {gap:.1e}, loss {distributed.loss:.6f} vs {single.loss:.6f}"
+    )
+    noisy = [layer.name for layer, _ in noise_layers(distributed.model)]
+    if noisy:
+        detail += (
+            f" (dropout and noise off in {', '.join(noisy[:3])}{', ...' if len(noisy) > 3 else ''}:"
+            " each replica draws its own random numbers)"
+        )
+    if gap <= WEIGHT_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE and not diverged:
+        if replicas == 1:
+            detail += (
+                " (1 replica: nothing to compare - use several GPUs, or on a CPU"
+                " CUDA_VISIBLE_DEVICES=-1 with --cpu-replicas 2)"
+            )
+        return detail, True
+    cause = likely_cause(ratio, replicas, split_ok, diverged, distributed.model)
+    raise CheckFailed(f"{detail}; {cause}")
+
+
+def data_sharded(plan):
+    """The plan with DATA sharding: one device reads what all the workers read
+    together only when every worker keeps every W-th record of the same order."""
+    shards = data_sharding(
+        len(plan.train.counts), plan.shards.num_workers, plan.shards.steps_per_pass
+    )
+    return dataclasses.replace(plan, shards=shards)
+
+
+def all_equal(arrays):
+    first, *others = arrays
+    return all(np.array_equal(first, other) for other in others)
+
+
+def unsynchronized_batch_norms(model):
+    """Names of the model's BatchNormalization layers with per-replica statistics."""
+    found = []
+    for layer in model.layers:
+        if hasattr(layer, "layers"):  # a nested model
+            found += unsynchronized_batch_norms(layer)
+        elif isinstance(layer, keras.layers.BatchNormalization) and not layer.synchronized:
+            found.append(layer.name)
+    return found
+
+
+def likely_cause(loss_ratio, replicas, split_ok, diverged, model):
+    """Name the usual mistake behind a mismatch, from its signature."""
+    # Per-replica statistics also leave the replicas' moving averages apart.
+    batch_norms = unsynchronized_batch_norms(model)
+    if replicas > 1 and batch_norms:
+        return (
+            f"BatchNormalization layer(s) {', '.join(batch_norms[:3])} compute their"
+            " statistics over each replica's share of the batch, not the global batch -"
+            " build them with BatchNormalization(synchronized=True)"
+        )
+    if diverged:
+        return (
+            f"replica copies of {', '.join(diverged[:3])} differ: they were created"
+            " outside strategy.scope() - create them inside `with strategy.scope():`"
+        )
+    if replicas > 1 and abs(loss_ratio * replicas - 1) < 0.01:
+        return (
+            f"the loss is 1/{replicas} of one device's: it is reduced with MEAN across"
+            " replicas - reduce with tf.distribute.ReduceOp.SUM (each replica's loss is"
+            " already divided by the global batch)"
+        )
+    if replicas > 1 and abs(loss_ratio / replicas - 1) < 0.1:
+        if not split_ok:
+            return (
+                f"every replica trains on the whole global batch, so gradients are"
+                f" {replicas}x too large: the dataset is not distributed - build it"
+                " with strategy.distribute_datasets_from_function() (data.training_input)"
+            )
+        return (
+            f"gradients are {replicas}x too large: the loss is averaged over the local"
+            " batch, not scaled by the global batch - use tf.nn.compute_average_loss("
+            "per_example_loss, global_batch_size=GLOBAL_BATCH) and reduce with SUM"
+        )
+    return (
+        "the replicas do not compute what one device computes - look for anything"
+        " done per replica in the step (gradient clipping, a manual all-reduce before"
+        " apply_gradients)"
+    )
