@@ -284,6 +284,7 @@ ALWAYS_FILES = (
     ".gitignore",
     ".pre-commit-config.yaml",
     "README.md",
+    "ARCHITECTURE.md",
     "pyproject.toml",
     "Makefile",
     "configs/default.toml",

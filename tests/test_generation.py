@@ -5,6 +5,7 @@ parses, lints and holds exactly the files its options need; refused ones must
 fail with their reason, before anything is written.
 """
 
+import ast
 import re
 import subprocess
 import sys
@@ -42,6 +43,30 @@ def project_files(project):
     )
 
 
+def package_imports(path, package):
+    """The modules of `package` that the module at `path` imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def check_architecture(project, package):
+    """ARCHITECTURE.md's table has a row for each module of this bake, and no
+    other, in an order where each module imports only from those above it."""
+    architecture = (project / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)\.py` \|", architecture, re.MULTILINE)
+    source = project / "src" / package
+    modules = {path.stem for path in source.glob("*.py")} - {"__init__", "__main__"}
+    assert sorted(rows) == sorted(modules)
+    for position, module in enumerate(rows):
+        later = package_imports(source / f"{module}.py", package) & set(rows[position:])
+        assert not later, f"{module}.py imports {sorted(later)}, listed below it"
+
+
 def check_project(project, options):
     context = {**options, "package_name": project.name.replace("-", "_")}
     assert project_files(project) == rules.expected_files(context)
@@ -59,6 +84,7 @@ def check_project(project, options):
             yaml.safe_load(text)
         elif path.suffix == ".json":
             __import__("json").loads(text)
+    check_architecture(project, context["package_name"])
     # Preview's blank-line rules (E3, W391) catch what Jinja's whitespace control
     # gets wrong between conditional blocks; plain `ruff check` does not look.
     lint = subprocess.run(
