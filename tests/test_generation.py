@@ -156,6 +156,6 @@ def test_tf_keras_bake_depends_on_tf_keras_and_selects_it(cookies):
 def test_batch_size_lands_in_the_code(cookies, batch):
     project = Path(bake(cookies, per_replica_batch_size=batch).project_path)
     config = (project / "src" / "tf_distributed_trainer" / "config.py").read_text()
-    assert f"per_replica_batch_size: int = {int(batch)}\n" in config
+    assert re.search(rf"per_replica_batch_size: int = setting\(\s*{int(batch)},", config)
     toml = tomllib.loads((project / "configs" / "default.toml").read_text())
     assert toml["per_replica_batch_size"] == int(batch)

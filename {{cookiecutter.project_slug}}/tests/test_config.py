@@ -1,3 +1,6 @@
+import dataclasses
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,24 @@ def test_defaults_carry_the_chosen_batch_size():
 def test_shipped_config_file_loads():
     config = load_config(PROJECT / "configs" / "default.toml")
     assert config.per_replica_batch_size == {{ cookiecutter.per_replica_batch_size | int }}
+
+
+def test_the_shipped_config_file_holds_the_defaults():
+    values = tomllib.loads((PROJECT / "configs" / "default.toml").read_text(encoding="utf-8"))
+    defaults = {field.name: field.default for field in dataclasses.fields(TrainConfig)}
+    assert values == {key: defaults[key] for key in values}
+
+
+def test_the_readme_flag_table_lists_every_setting():
+    readme = (PROJECT / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| flag | meaning |") :]
+    table = table[: table.index("\n\n")]
+    flags = {
+        "--" + field.name.replace("_", "-")
+        for field in dataclasses.fields(TrainConfig)
+        if "train" in field.metadata["commands"]
+    }
+    assert set(re.findall(r"`(--[a-z-]+)", table)) == flags | {"--config", "--verbose"}
 
 
 def test_flags_override_the_file(tmp_path):

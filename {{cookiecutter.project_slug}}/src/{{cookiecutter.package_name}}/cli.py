@@ -5,6 +5,7 @@ Commands: train, doctor, export, gpu-smoke{% if cookiecutter.data_source == "tfr
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
-from {{ cookiecutter.package_name }}.config import load_config
+from {{ cookiecutter.package_name }}.config import POSITIVE_FIELDS, TrainConfig, load_config, value_type
 
 PROG = "{{ cookiecutter.project_slug }}"
 {%- if cookiecutter.distribution == "multi_worker" %}
@@ -64,64 +65,34 @@ def positive_float(text):
     return value
 
 
-def add_config_flags(parser):
-    """The training settings: every key of the config file, as a flag."""
+def add_config_flags(parser, command):
+    """The training settings `command` takes (config.TrainConfig), as flags."""
     parser.add_argument("--config", help="TOML file; keys are these flags with underscores")
-    parser.add_argument("--epochs", type=positive_int)
-    parser.add_argument(
-        "--steps-per-epoch", type=positive_int, help="default: one pass over the data"
-    )
-    parser.add_argument("--per-replica-batch-size", type=positive_int)
-    parser.add_argument("--learning-rate", type=positive_float)
-    parser.add_argument("--optimizer", choices=("adam", "sgd"))
-{%- if cookiecutter.distribution == "mirrored" %}
-    parser.add_argument(
-        "--cpu-replicas",
-        type=positive_int,
-        help="CPU-only machines: split the CPU into N logical devices, one replica each",
-    )
-{%- else %}
+    for field in dataclasses.fields(TrainConfig):
+        if command in field.metadata["commands"]:
+            parser.add_argument("--" + field.name.replace("_", "-"), **flag_options(field))
+{%- if cookiecutter.distribution == "multi_worker" %}
+    # Not a setting here: given, it is refused in one line (run_train).
     parser.add_argument("--cpu-replicas", type=positive_int, help=argparse.SUPPRESS)
 {%- endif %}
-    parser.add_argument("--seed", type=int)
-{%- if cookiecutter.data_source == "tfrecord" %}
-    parser.add_argument("--data-dir", help="directory of train-*.tfrecord and eval-*.tfrecord")
-{%- endif %}
-{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
-    parser.add_argument(
-        "--label-offset", type=int, help="subtracted from stored labels: 1 for 1-based labels"
-    )
-{%- endif %}
-{%- if cookiecutter.training_loop == "both" %}
-    parser.add_argument("--loop", choices=("fit", "custom"), help="default: fit")
-{%- endif %}
-    parser.add_argument(
-        "--steps-per-call", type=positive_int, help="training steps per tf.function call"
-    )
-    parser.add_argument(
-        "--checkpoint-every",
-        type=positive_int,
-        help="save a checkpoint every N global steps, and at every epoch end (default: 1000)",
-    )
-{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
-    parser.add_argument(
-        "--jit-compile",
-        action=argparse.BooleanOptionalAction,
-        help="XLA-compile each replica's forward and backward pass{% if cookiecutter.training_loop == "both" %} (--loop custom){% endif %}",
-    )
-{%- endif %}
-    parser.add_argument(
-        "--deterministic",
-        action=argparse.BooleanOptionalAction,
-        help="deterministic kernels: bit-identical reruns and resumes on GPUs too",
-    )
-{%- if cookiecutter.mixed_precision != "no" %}
-    parser.add_argument(
-        "--mixed-precision",
-        action=argparse.BooleanOptionalAction,
-        help="mixed_{{ cookiecutter.mixed_precision }} compute (default: on)",
-    )
-{%- endif %}
+
+
+def flag_options(field):
+    """argparse options for a setting: its type's parser, its values, its help.
+    Every flag defaults to None ("not given"), so the help names the default."""
+    kind, default, text = value_type(field), field.default, field.metadata["help"]
+    if kind is bool:
+        return {
+            "action": argparse.BooleanOptionalAction,
+            "help": f"{text} (default: {'on' if default else 'off'})",
+        }
+    if default is not None:
+        text += f" (default: {default})"
+    if field.metadata["choices"]:
+        return {"choices": field.metadata["choices"], "help": text}
+    if field.name in POSITIVE_FIELDS:
+        return {"type": positive_int, "help": text}
+    return {"type": positive_float if kind is float else kind, "help": text}
 
 
 def build_parser():
@@ -133,9 +104,7 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     train = commands.add_parser("train", parents=[common], help="train the model")
-    add_config_flags(train)
-    train.add_argument("--model-dir", help="checkpoints, logs and the final model")
-    train.add_argument("--summary-json", help="write the run's summary (one JSON object) here")
+    add_config_flags(train, "train")
     train.set_defaults(handler=run_train)
 
     doctor = commands.add_parser(
@@ -143,7 +112,7 @@ def build_parser():
         parents=[common],
         help="check on a few batches that training really is distributed (takes train's flags)",
     )
-    add_config_flags(doctor)
+    add_config_flags(doctor, "doctor")
     doctor.set_defaults(handler=run_doctor)
 
     export = commands.add_parser(

@@ -16,48 +16,77 @@ class ConfigError(TrainerError):
     pass
 
 
+OPTIMIZERS = ("adam", "sgd")
+{%- if cookiecutter.training_loop == "both" %}
+LOOPS = ("fit", "custom")
+{%- endif %}
+
+
+def setting(default, description, choices=None, commands=("train", "doctor")):
+    """A training setting: its default, its flag's help, the values it takes
+    (None: any of its type) and the commands that take it as a flag."""
+    return dataclasses.field(
+        default=default, metadata={"help": description, "choices": choices, "commands": commands}
+    )
+
+
 @dataclasses.dataclass
 class TrainConfig:
-    epochs: int = 3
+    """Every training setting, declared once. The config file's keys, the flags
+    of `train` and `doctor` (cli.add_config_flags) and their help come from
+    here; tests/test_config.py checks configs/default.toml and the README's flag
+    table against it."""
+
+    epochs: int = setting(3, "epochs to train")
     # None: one pass over the training data per epoch.
-    steps_per_epoch: int | None = None
-    per_replica_batch_size: int = {{ cookiecutter.per_replica_batch_size | int }}
-    learning_rate: float = 0.01
-    optimizer: str = "adam"
-    seed: int = 42
-    model_dir: str = "runs/latest"
-    summary_json: str | None = None
+    steps_per_epoch: int | None = setting(None, "steps per epoch (default: one pass over the data)")
+    per_replica_batch_size: int = setting(
+        {{ cookiecutter.per_replica_batch_size | int }}, "batch per replica; the global batch is this times the replicas"
+    )
+    learning_rate: float = setting(0.01, "the optimizer's learning rate")
+    optimizer: str = setting("adam", "the optimizer", choices=OPTIMIZERS)
+    seed: int = setting(42, "shuffling and initial weights")
+    model_dir: str = setting(
+        "runs/latest", "checkpoints, logs and the final model", commands=("train",)
+    )
+    summary_json: str | None = setting(
+        None, "write the run's summary (one JSON object) here", commands=("train",)
+    )
     # Save every N global steps (and at every epoch end): at 0.1-0.3 s per step
     # on a GPU, 1000 steps is a checkpoint every 2-5 minutes.
-    checkpoint_every: int = 1000
+    checkpoint_every: int = setting(
+        1000, "save a checkpoint every N global steps, and at every epoch end"
+    )
     # Training steps run per tf.function call: the host reads the loss once per
     # call, and a SIGTERM waits for the running call. 100: within 2-3% of the
     # per-call overhead's bound on a small model (make bench); 20-30 s a call at
     # 0.2-0.3 s a step, inside the 120 s the cluster files give before the kill.
-    steps_per_call: int = 100
-    # Deterministic GPU kernels: bit-identical reruns and resumes on GPUs too.
-    deterministic: bool = False
+    steps_per_call: int = setting(100, "training steps per tf.function call")
+    deterministic: bool = setting(
+        False, "deterministic kernels: bit-identical reruns and resumes on GPUs too"
+    )
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
-    # XLA-compile each replica's forward and backward pass (custom loop).
-    jit_compile: bool = False
+    # Each replica's forward and backward pass; the all-reduce stays outside XLA.
+    jit_compile: bool = setting(False, "XLA-compile the replica step (custom loop)")
 {%- endif %}
 {%- if cookiecutter.distribution == "mirrored" %}
-    # Logical CPU devices to split the CPU into (CPU-only machines; None: no split).
-    cpu_replicas: int | None = None
+    cpu_replicas: int | None = setting(
+        None, "CPU-only machines: split the CPU into N logical devices, one replica each"
+    )
 {%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
-    # mixed_{{ cookiecutter.mixed_precision }} compute; false gives float32 (what equivalence checks use).
-    mixed_precision: bool = True
+    # False gives float32 (what equivalence checks use).
+    mixed_precision: bool = setting(True, "mixed_{{ cookiecutter.mixed_precision }} compute")
 {%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
-    data_dir: str = "data"
+    data_dir: str = setting("data", "directory of the train-* and eval-* shards and their manifest")
 {%- endif %}
 {%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
-    # Subtracted from the stored labels: 1 for 1-based labels (ImageNet conversions).
-    label_offset: int = 0
+    # 1 for 1-based labels (ImageNet conversions).
+    label_offset: int = setting(0, "subtracted from the stored labels: 1 for 1-based labels")
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
-    loop: str = "fit"
+    loop: str = setting("fit", "which training loop", choices=LOOPS)
 {%- endif %}
 
     def __post_init__(self):
@@ -66,13 +95,16 @@ class TrainConfig:
     def validate(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            optional = isinstance(field.type, types.UnionType)
-            if value is None and optional:
+            if value is None and isinstance(field.type, types.UnionType):
                 continue
-            expected = _base_type(field.type) if optional else field.type
-            _check_type(field.name, value, expected)
+            _check_type(field.name, value, value_type(field))
             if field.name in POSITIVE_FIELDS and value < 1:
                 raise ConfigError(f"{field.name}={value} must be at least 1 - use 1 or more")
+            choices = field.metadata["choices"]
+            if choices and value not in choices:
+                raise ConfigError(
+                    f"{field.name}={value!r} is not supported - use one of: " + ", ".join(choices)
+                )
 {%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
         if self.label_offset < 0:
             raise ConfigError(
@@ -88,15 +120,6 @@ class TrainConfig:
             raise ConfigError(
                 f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"
             )
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(
-                f"optimizer={self.optimizer!r} is not supported - use one of: "
-                + ", ".join(OPTIMIZERS)
-            )
-{%- if cookiecutter.training_loop == "both" %}
-        if self.loop not in LOOPS:
-            raise ConfigError(f"loop={self.loop!r} is not supported - use fit or custom")
-{%- endif %}
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
         if self.jit_compile and self.loop == "fit":
             raise ConfigError(
@@ -107,7 +130,6 @@ class TrainConfig:
 {%- endif %}
 
 
-OPTIMIZERS = ("adam", "sgd")
 # TensorFlow's seeds are below 2**31 - 1, and seed 0 uses 2**31 - 2 (training.py).
 MAX_SEED = 2**31 - 3
 # How each type is written in the config file, for the wrong-type message.
@@ -122,14 +144,13 @@ POSITIVE_FIELDS = (
     "cpu_replicas",
 {%- endif %}
 )
-{%- if cookiecutter.training_loop == "both" %}
-LOOPS = ("fit", "custom")
-{%- endif %}
 
 
-def _base_type(annotation):
-    """`int | None` -> int."""
-    return next(arg for arg in annotation.__args__ if arg is not type(None))
+def value_type(field):
+    """A setting's type without its None: `int | None` -> int."""
+    if isinstance(field.type, types.UnionType):
+        return next(arg for arg in field.type.__args__ if arg is not type(None))
+    return field.type
 
 
 def _check_type(name, value, expected):
