@@ -43,6 +43,12 @@ def test_sbatch_asks_for_sigterm_before_the_time_limit_and_requeues():
     assert re.search(r"^#SBATCH --requeue$", SCRIPT, re.MULTILINE)
 
 
+def test_a_requeued_job_appends_to_the_first_attempts_log():
+    # Slurm truncates the output file when a job starts again, unless asked not to.
+    assert sbatch_option("output") == "%x-%j.out"
+    assert sbatch_option("open-mode") == "append"
+
+
 @pytest.mark.parametrize(
     "train_status, script_status, requeued",
     [(143, 0, True), (1, 1, False), (0, 0, False)],
