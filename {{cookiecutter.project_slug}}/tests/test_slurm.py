@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.cluster import parse_tf_config
+from {{ cookiecutter.package_name }}.cluster import (
+    ClusterError,
+    expand_hostlist,
+    expand_tasks_per_node,
+    parse_tf_config,
+    tf_config_from_slurm,
+)
 {%- else %}
 
 import os
@@ -91,15 +97,12 @@ def test_sbatch_runs_this_projects_train_command():
 def test_cluster_step_gives_every_task_its_tf_config():
     nodes = int(sbatch_option("nodes"))
     assert sbatch_option("ntasks-per-node") == "1"  # one worker per node
-    gpus = re.search(r'GPUS_PER_NODE="\$\{GPUS_PER_NODE:-(\d+)\}"', SCRIPT)[1]
-    assert gpus == sbatch_option("gpus-per-node")
     step = re.search(r'TF_CONFIG="\$\((.+)\)"', SCRIPT)[1]
     fake_slurm = {
         "SLURM_STEP_NUM_TASKS": str(nodes),
         "SLURM_STEP_NODELIST": f"gpu-node[07-{7 + nodes - 1:02d}]",
         "SLURM_STEP_TASKS_PER_NODE": f"1(x{nodes})",
         "WORKER_PORT": "23456",
-        "GPUS_PER_NODE": gpus,
         # `python` in the script is this environment's.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
@@ -126,8 +129,87 @@ def test_cluster_step_outside_slurm_is_one_plain_error():
         text=True,
     )
     assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
-        "error: cannot read the Slurm job: SLURM_PROCID not found in environment."
-        " Not running inside a SLURM step? - run this inside srun"
+    assert result.stderr.splitlines() == [
+        "error: cannot read the Slurm job: SLURM_PROCID is not set - run this inside srun"
+    ]
+    assert "tensorflow" not in result.stderr.lower()
+
+
+HOST_LISTS = ["gpu-node[07-09]", "n[1-2],m5,o[3-4,6,7-9]", "node[1-10]", "a1,b2", "x[001-003]"]
+
+
+@pytest.mark.parametrize("nodelist", HOST_LISTS)
+def test_host_lists_expand_as_tensorflows_resolver_expands_them(nodelist):
+    from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver
+
+    assert expand_hostlist(nodelist) == slurm_cluster_resolver.expand_hostlist(nodelist)
+    tasks = "2(x2),1,3(x1)"
+    assert expand_tasks_per_node(tasks) == slurm_cluster_resolver.expand_tasks_per_node(tasks)
+
+
+def test_host_lists_with_several_ranges_expand_in_order():
+    assert expand_hostlist("r[1-2]-n[08-09],login") == [
+        "r1-n08",
+        "r1-n09",
+        "r2-n08",
+        "r2-n09",
+        "login",
+    ]
+
+
+def slurm_step(nodelist, tasks_per_node, rank, **more):
+    return {
+        "SLURM_PROCID": str(rank),
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": tasks_per_node,
+        **more,
+    }
+
+
+def test_workers_follow_slurms_node_order_and_share_a_node_by_port():
+    environ = slurm_step("node[9-10],gpu1", "1,2(x2)", 4, SLURMD_NODENAME="gpu1", SLURM_LOCALID="1")
+    config = tf_config_from_slurm(23456, environ)
+    assert config["cluster"]["worker"] == [
+        "node9:23456",
+        "node10:23456",
+        "node10:23457",
+        "gpu1:23456",
+        "gpu1:23457",
+    ]
+    assert config["task"] == {"type": "worker", "index": 4}
+
+
+def test_tensorflows_resolver_still_sorts_host_names_as_text(monkeypatch):
+    # Why cluster.py builds TF_CONFIG itself: Slurm runs task 1 of node[1-10] on
+    # node2, TensorFlow's resolver calls worker 1 node10. Fails the day it is fixed.
+    import tensorflow as tf
+
+    for name, value in slurm_step("node[1-10]", "1(x10)", 1, SLURM_STEP_NUM_TASKS="10").items():
+        monkeypatch.setenv(name, value)
+    resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+        port_base=23456, gpus_per_node=1, auto_set_gpu=False
     )
+    assert resolver.cluster_spec().as_dict()["worker"][1] == "node10:23456"
+    own = tf_config_from_slurm(23456, slurm_step("node[1-10]", "1(x10)", 1))
+    assert own["cluster"]["worker"][1] == "node2:23456"
+
+
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        (
+            slurm_step("node[1-2]", "1(x2)", 1, SLURMD_NODENAME="node1", SLURM_LOCALID="0"),
+            "task 1 runs on node1 (local task 0), but the block order of the node list puts"
+            " it at node2:23456 - submit with --distribution=block (the default)",
+        ),
+        (slurm_step("node[2-1]", "1(x2)", 0), "not a Slurm host range: [2-1]"),
+        (slurm_step("node[1-2]", "1(x3)", 0), "names 2 node(s) but SLURM_STEP_TASKS_PER_NODE"),
+        (slurm_step("node[1-2]", "1(x2)", 2), "SLURM_PROCID=2 is not one of the step's 2 tasks"),
+    ],
+    ids=["task-elsewhere", "bad-range", "counts-mismatch", "rank-too-large"],
+)
+def test_a_slurm_step_that_does_not_add_up_is_refused_in_one_line(environ, message):
+    with pytest.raises(ClusterError) as refused:
+        tf_config_from_slurm(23456, environ)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
 {%- endif %}
