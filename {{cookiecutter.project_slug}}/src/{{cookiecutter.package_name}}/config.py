@@ -38,7 +38,6 @@ class TrainConfig:
     table against it."""
 
     epochs: int = setting(3, "epochs to train")
-    # None: one pass over the training data per epoch.
     steps_per_epoch: int | None = setting(None, "steps per epoch (default: one pass over the data)")
     per_replica_batch_size: int = setting(
         {{ cookiecutter.per_replica_batch_size | int }}, "batch per replica; the global batch is this times the replicas"

@@ -13,6 +13,9 @@ import time
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras
+{%- if cookiecutter.training_loop == "both" %}
+from {{ cookiecutter.package_name }}.config import LOOPS
+{%- endif %}
 from {{ cookiecutter.package_name }}.data import plan_run, training_input, worker_batches
 {%- if cookiecutter.distribution == "mirrored" %}
 from {{ cookiecutter.package_name }}.gpu_smoke import check_local_replicas
@@ -32,11 +35,7 @@ from {{ cookiecutter.package_name }}.strategy import check_keras_version
 from {{ cookiecutter.package_name }}.strategy import local_replicas, make_strategy, worker_count
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import build_engine, prepare_run
-{% if cookiecutter.training_loop == "both" %}
-# The loops the doctor checks, each under its own check names ("sync (fit)").
-LOOPS = ("fit", "custom")
-{%- endif %}
-{%- if cookiecutter.distribution == "mirrored" %}
+{% if cookiecutter.distribution == "mirrored" %}
 # With no GPU, the doctor splits the CPU: one replica could not show a sync error.
 DOCTOR_CPU_REPLICAS = 2
 {%- endif %}
@@ -76,6 +75,7 @@ def doctor(config):
         return report
     plan = report.run("dataset", check_dataset, config, strategy)
 {%- if cookiecutter.training_loop == "both" %}
+    # Every loop, each under its own check names ("sync (fit)").
     runs = [
         check_training_step(report, strategy, dataclasses.replace(config, loop=loop), plan, loop)
         for loop in LOOPS
