@@ -135,6 +135,21 @@ def test_cluster_step_outside_slurm_is_one_plain_error():
     assert "tensorflow" not in result.stderr.lower()
 
 
+def test_a_task_whose_cluster_step_fails_does_not_train_alone():
+    task = re.search(r"srun --kill-on-bad-exit=1 bash -c '\n(.+?)\n'", SCRIPT, re.DOTALL)[1]
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    result = subprocess.run(
+        ["bash", "-c", task],
+        env={**environment, "WORKER_PORT": "23456", "PATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot read the Slurm job" in result.stderr
+
+
 HOST_LISTS = ["gpu-node[07-09]", "n[1-2],m5,o[3-4,6,7-9]", "node[1-10]", "a1,b2", "x[001-003]"]
 
 
