@@ -12,7 +12,6 @@ figure is the best of the repeats.
 import argparse
 import dataclasses
 import importlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -64,11 +63,13 @@ def seconds_to_first_step(package, data_dir, model_dir):
 
 def measure(package, workdir, quick):
     project = importlib.import_module(package)
-    task = "image" if importlib.util.find_spec(f"{package}.images") else "tabular"
-    examples_per_epoch, repeats, startup_examples = SIZES[task, quick]
 
     def module(name):
         return importlib.import_module(f"{package}.{name}")
+
+    problem = module("task")
+    task = "image" if hasattr(problem, "IMAGE_SIZE") else "tabular"
+    examples_per_epoch, repeats, startup_examples = SIZES[task, quick]
 
     strategy_module = module("strategy")
     strategy = strategy_module.make_strategy(cpu_replicas=2)  # before any other TensorFlow op
@@ -83,7 +84,7 @@ def measure(package, workdir, quick):
     data.make_data(large, num_files=4, examples=20 * startup_examples)
     config = module("config").TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
-    examples = tf.data.Dataset.from_tensor_slices(data.synthetic_examples(examples_per_epoch, 0))
+    examples = tf.data.Dataset.from_tensor_slices(problem.sample_examples(examples_per_epoch, 0))
     steps = examples_per_epoch // global_batch
     batches = examples.batch(global_batch, drop_remainder=True).cache()
 
@@ -122,7 +123,7 @@ def measure(package, workdir, quick):
                 best[name] = max(best[name], rate)
         return best
 
-    build_model = module("model").build_model
+    build_model = problem.build_model
     custom_tutorial = tutorials.CustomTrainingTutorial(strategy, build_model, batches)
     fit_tutorial = tutorials.KerasTutorial(strategy, build_model, batches)
     rate = rates(

@@ -35,13 +35,15 @@ import pytest  # noqa: E402
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.data import make_data, synthetic_examples  # noqa: E402
+from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import build_model  # noqa: E402
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.tfrecords import encode, shard_name, write_split  # noqa: E402
+from {{ cookiecutter.package_name }}.task import build_model, encode, sample_examples  # noqa: E402
+from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split  # noqa: E402
+{%- else %}
+from {{ cookiecutter.package_name }}.task import build_model  # noqa: E402
 {%- endif %}
 
 
@@ -171,7 +173,7 @@ def data_dir(tmp_path_factory):
 def write_shards(path, counts, by_label=False):
     """Training files holding the given numbers of records (and one eval file), indexed;
     `by_label`: the records written in label order, as a careless conversion would."""
-    features, labels = synthetic_examples(sum(counts), seed=0)
+    features, labels = sample_examples(sum(counts), seed=0)
     if by_label:
         order = np.argsort(labels, kind="stable")
         features, labels = features[order], labels[order]
@@ -180,7 +182,7 @@ def write_shards(path, counts, by_label=False):
         with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
             for row, label in zip(features[start:end], labels[start:end], strict=True):
                 writer.write(encode(row, label))
-    write_split(path, "eval", *synthetic_examples(10, seed=1), num_files=1)
+    write_split(path, "eval", *sample_examples(10, seed=1), num_files=1)
     index(str(path))
 {%- if cookiecutter.task == "image" %}
 
@@ -188,7 +190,7 @@ def write_shards(path, counts, by_label=False):
 def truncated_jpeg_record(label=1):
     """A record of the format whose JPEG is cut in half (a copy that stopped
     early): its header reads, its image does not decode."""
-    images, _ = synthetic_examples(1, seed=0)
+    images, _ = sample_examples(1, seed=0)
     example = tf.train.Example.FromString(encode(images[0], label))
     encoded = example.features.feature["image/encoded"].bytes_list.value
     encoded[0] = encoded[0][: len(encoded[0]) // 2]

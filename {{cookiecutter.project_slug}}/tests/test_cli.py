@@ -19,7 +19,7 @@ from {{ cookiecutter.package_name }}.cli import log_to_worker_file, native_start
 from {{ cookiecutter.package_name }}.cli import native_startup_noise_hidden
 {%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.task import build_model
 
 # A line of TensorFlow's C++ logging (glog format), or absl's notice before it.
 NATIVE_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)

@@ -13,7 +13,8 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import controller, data
 from {{ cookiecutter.package_name }}.controller import Controller, Preempted, TrainingError
 from {{ cookiecutter.package_name }}.data import plan_run
-from {{ cookiecutter.package_name }}.model import build_model, make_optimizer
+from {{ cookiecutter.package_name }}.optimizer import make_optimizer
+from {{ cookiecutter.package_name }}.task import build_model
 
 STEPS_PER_EPOCH = 10
 EPOCHS = 2

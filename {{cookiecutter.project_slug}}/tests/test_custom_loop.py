@@ -14,11 +14,11 @@ from conftest import (
 from conftest import assert_in_sync, assert_same_weights, is_distributed
 {%- endif %}
 
-from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.engine_custom import build_training_state, make_train_function
 {%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.model import set_precision_policy
+from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
+from {{ cookiecutter.package_name }}.task import sample_examples
 from {{ cookiecutter.package_name }}.training import train
 {%- if cookiecutter.training_loop == "both" %}
 
@@ -59,7 +59,7 @@ def test_xla_compiled_step_trains_like_the_plain_step(two_replicas, sgd_config):
 
 
 def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config):
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(64, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(sample_examples(64, seed=0))
     batches = examples.batch(32, drop_remainder=True)
     compiled_functions = []
     for jit_compile in (True, False):
@@ -77,7 +77,7 @@ def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     config = sgd_config("sync", 16, optimizer="adam")
     state = build_training_state(two_replicas, config)
     train_steps = make_train_function(two_replicas, state, global_batch_size=32)
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(256, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches))
     loss, accuracy = train_steps(iterator, tf.constant(4))

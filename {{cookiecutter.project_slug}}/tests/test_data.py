@@ -5,15 +5,14 @@ import numpy as np
 import pytest
 
 from {{ cookiecutter.package_name }}.data import (
-    NUM_CLASSES,
     ArraySource,
     DataError,
     evaluation_batches,
     make_plan,
-    synthetic_examples,
     training_input,
     worker_batches,
 )
+from {{ cookiecutter.package_name }}.task import NUM_CLASSES, sample_examples
 
 
 class RowIndices(ArraySource):
@@ -24,7 +23,7 @@ class RowIndices(ArraySource):
 
 
 def source(count, kind=RowIndices):
-    return kind(*synthetic_examples(count, seed=0))
+    return kind(*sample_examples(count, seed=0))
 
 
 def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None):
@@ -45,7 +44,7 @@ def test_fewer_examples_than_one_global_batch_is_refused():
 
 def test_an_empty_evaluation_set_is_refused():
     with pytest.raises(DataError, match=r"^the evaluation data is empty - give it"):
-        plan_for(64, 32, evaluation=ArraySource(*synthetic_examples(0, seed=1)))
+        plan_for(64, 32, evaluation=ArraySource(*sample_examples(0, seed=1)))
 
 
 def test_one_pass_is_every_full_global_batch_once():
@@ -167,8 +166,8 @@ def test_evaluation_images_are_central_crops_without_randomness():
 
 
 def test_synthetic_task_is_fixed_and_uses_every_class():
-    features, labels = synthetic_examples(2000, seed=0)
-    again_features, again_labels = synthetic_examples(2000, seed=0)
+    features, labels = sample_examples(2000, seed=0)
+    again_features, again_labels = sample_examples(2000, seed=0)
     np.testing.assert_array_equal(features, again_features)
     np.testing.assert_array_equal(labels, again_labels)
     counts = np.bincount(labels, minlength=NUM_CLASSES)

@@ -41,8 +41,9 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import worker_batches
 from {{ cookiecutter.package_name }}.engine_custom import TrainingState
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import build_model, make_optimizer{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
+from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
+from {{ cookiecutter.package_name }}.task import build_model{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
 {%- else %}
 
 from conftest import check_lines

@@ -8,10 +8,9 @@ from {{ cookiecutter.package_name }}.data import (
     evaluation_batches,
     evaluation_input,
     make_plan,
-    synthetic_examples,
 )
 from {{ cookiecutter.package_name }}.evaluation import evaluate
-from {{ cookiecutter.package_name }}.model import build_model, per_example_loss
+from {{ cookiecutter.package_name }}.task import build_model, per_example_loss, sample_examples
 
 # Two full global batches of 64 and a last one of 1 example: on 2 replicas, one
 # replica's share of it is empty.
@@ -27,7 +26,7 @@ def distributed(strategy, source, global_batch_size):
 
 
 def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):
-    features, labels = synthetic_examples(EXAMPLES, seed=3)
+    features, labels = sample_examples(EXAMPLES, seed=3)
     examples = ArraySource(features, labels)
     with two_replicas.scope():
         model = build_model()
@@ -49,6 +48,6 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
 
 
 def test_evaluation_batches_keep_the_short_last_batch():
-    examples = ArraySource(*synthetic_examples(EXAMPLES, seed=3))
+    examples = ArraySource(*sample_examples(EXAMPLES, seed=3))
     sizes = [int(batch.shape[0]) for batch, _ in batches_of(examples, 64)]
     assert sizes == [64, 64, 1]

@@ -10,12 +10,17 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, load_weights
 
-from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.export import ExportError, export
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.images import each_image, evaluation_image_from_jpeg
+from {{ cookiecutter.package_name }}.task import (
+    build_model,
+    each_image,
+    evaluation_image_from_jpeg,
+    sample_examples,
+)
+{%- else %}
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import build_model
 from {{ cookiecutter.package_name }}.training import train
 
 # A serving client: a fresh process with TensorFlow alone (Keras and this project
@@ -63,7 +68,7 @@ def serve_in_a_fresh_process(export_path, inputs, tmp_path):
 
 def requests_and_model_inputs():
     """What a client sends, and what the model sees after the signature's preprocessing."""
-    examples, _ = synthetic_examples(8, seed=3)
+    examples, _ = sample_examples(8, seed=3)
 {%- if cookiecutter.task == "image" %}
     jpegs = tf.stack([tf.io.encode_jpeg(image) for image in examples])
     return jpegs, each_image(evaluation_image_from_jpeg, jpegs)

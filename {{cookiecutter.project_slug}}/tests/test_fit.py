@@ -20,14 +20,14 @@ from conftest import assert_in_sync, assert_same_weights, is_distributed
 {% if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.compat import keras
 {%- endif %}
-from {{ cookiecutter.package_name }}.data import synthetic_examples
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
-{%- if cookiecutter.keras_package == "keras3" and cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.model import build_model, set_precision_policy
-{%- elif cookiecutter.keras_package == "keras3" %}
-from {{ cookiecutter.package_name }}.model import build_model
-{%- elif cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.model import set_precision_policy
+{%- if cookiecutter.mixed_precision != "no" %}
+from {{ cookiecutter.package_name }}.precision import set_precision_policy
+{%- endif %}
+{%- if cookiecutter.keras_package == "keras3" %}
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples
+{%- else %}
+from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 {%- if cookiecutter.training_loop == "both" %}
@@ -40,7 +40,7 @@ LOOP = {}
 
 
 def batches(count, global_batch_size):
-    examples = tf.data.Dataset.from_tensor_slices(synthetic_examples(count, seed=0))
+    examples = tf.data.Dataset.from_tensor_slices(sample_examples(count, seed=0))
     return examples.batch(global_batch_size, drop_remainder=True)
 
 

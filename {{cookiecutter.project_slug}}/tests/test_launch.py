@@ -417,8 +417,7 @@ FIT_ON_WORKERS = """
 import keras
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.data import synthetic_examples
-from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 with strategy.scope():
@@ -426,7 +425,7 @@ with strategy.scope():
     model.compile(
         optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     )
-data = tf.data.Dataset.from_tensor_slices(synthetic_examples(256, seed=0))
+data = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
 data = data.batch(64, drop_remainder=True)
 model.fit(data, epochs=1, verbose=0)
 """

@@ -18,7 +18,8 @@ from {{ cookiecutter.package_name }} import engine_{{ cookiecutter.training_loop
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.data import load_sources, make_plan, training_input
-from {{ cookiecutter.package_name }}.model import build_model, set_precision_policy
+from {{ cookiecutter.package_name }}.precision import set_precision_policy
+from {{ cookiecutter.package_name }}.task import build_model
 from {{ cookiecutter.package_name }}.training import build_engine
 
 PER_REPLICA_BATCH = 8

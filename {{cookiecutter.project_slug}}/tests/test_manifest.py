@@ -12,12 +12,7 @@ import tensorflow as tf
 from conftest import {% if cookiecutter.task == "image" %}truncated_jpeg_record, {% endif %}write_shards
 
 from {{ cookiecutter.package_name }} import manifest
-{% if cookiecutter.task == "image" -%}
-from {{ cookiecutter.package_name }}.data import NUM_CLASSES, make_data
-from {{ cookiecutter.package_name }}.images import IMAGE_SIZE
-{% else -%}
-from {{ cookiecutter.package_name }}.data import NUM_CLASSES, NUM_FEATURES, make_data
-{% endif -%}
+from {{ cookiecutter.package_name }}.data import make_data
 from {{ cookiecutter.package_name }}.manifest import (
     ManifestError,
     first_corrupt_file,
@@ -25,7 +20,12 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
-from {{ cookiecutter.package_name }}.tfrecords import encode, write_split
+{% if cookiecutter.task == "image" -%}
+from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, encode
+{% else -%}
+from {{ cookiecutter.package_name }}.task import NUM_CLASSES, NUM_FEATURES, encode
+{% endif -%}
+from {{ cookiecutter.package_name }}.tfrecords import write_split
 
 {% if cookiecutter.task == "image" -%}
 SHAPE = (IMAGE_SIZE, IMAGE_SIZE, 3)

@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, is_re
 from {{ cookiecutter.package_name }}.manifest import INDEX_COMMAND
 {%- endif %}
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
-from {{ cookiecutter.package_name }}.model import check_bfloat16_gpus
+from {{ cookiecutter.package_name }}.precision import check_bfloat16_gpus
 {%- endif %}
 
 DiskUsage = namedtuple("DiskUsage", "total used free")

@@ -11,9 +11,6 @@ from conftest import write_shards
 from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
-{%- if cookiecutter.task == "tabular" %}
-    NUM_FEATURES,
-{%- endif %}
     DataError,
     RecordSource,
     evaluation_batches,
@@ -21,10 +18,14 @@ from {{ cookiecutter.package_name }}.data import (
     load_sources,
     make_data,
     make_plan,
-    synthetic_examples,
     worker_batches,
 )
-from {{ cookiecutter.package_name }}.tfrecords import parse_batch, shard_name, write_split
+{%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, parse_batch, sample_examples
+{%- else %}
+from {{ cookiecutter.package_name }}.task import NUM_FEATURES, parse_batch, sample_examples
+{%- endif %}
+from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split
 
 
 class SerializedRecords(RecordSource):
@@ -53,8 +54,8 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     train, evaluation = sources(tmp_path)
     assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
     plan = make_plan(*record_sources(tmp_path), global_batch_size=30)
-    encoded, labels = parse_batch(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
-    expected_images, expected_labels = synthetic_examples(90, seed=5)
+    encoded, labels = stored_examples(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
+    expected_images, expected_labels = sample_examples(90, seed=5)
     originals = expected_images.reshape(90, -1).astype("float32")
     nearest = []
     for image in encoded:
@@ -66,13 +67,32 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     np.testing.assert_array_equal(labels.numpy(), expected_labels[nearest])
 
 
+def stored_examples(records):
+    """The JPEG bytes and labels as the records hold them."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "image/encoded": tf.io.FixedLenFeature([], tf.string),
+            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        },
+    )
+    return examples["image/encoded"], examples["image/class/label"]
+
+
 def test_parse_batch_parses_a_batch_of_records(tmp_path):
-    write_split(tmp_path, "train", *synthetic_examples(6, seed=0), num_files=1)
+    write_split(tmp_path, "train", *sample_examples(6, seed=0), num_files=1)
     path = tmp_path / shard_name("train", 0, 1)
     records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
-    encoded, labels = parse_batch(records)
-    assert encoded.shape == (6,) and labels.dtype == tf.int64
-    assert tf.io.decode_jpeg(encoded[0]).shape == (32, 32, 3)
+    central, labels = parse_batch(records)
+    keys = tf.stack([tf.zeros(6, tf.int64), tf.range(6, dtype=tf.int64)], axis=1)
+    cropped, same_labels = parse_batch(records, keys)
+    assert central.shape == cropped.shape == (6, IMAGE_SIZE, IMAGE_SIZE, 3)
+    assert central.dtype == cropped.dtype == tf.uint8 and labels.dtype == tf.int32
+    np.testing.assert_array_equal(labels, same_labels)
+    # Evaluation's central crops are fixed; training's crops come from the keys.
+    np.testing.assert_array_equal(parse_batch(records)[0], central)
+    assert not np.array_equal(cropped, central)
+    np.testing.assert_array_equal(parse_batch(records, keys)[0], cropped)
 
 
 def test_a_label_offset_maps_1_based_labels_to_classes(tmp_path):
@@ -95,17 +115,17 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     batches = [(f.numpy(), y.numpy()) for f, y in worker_batches(plan, 0, 0, 0)]
     features, labels = zip(*batches, strict=True)
     features, labels = np.concatenate(features), np.concatenate(labels)
-    expected_features, expected_labels = synthetic_examples(90, seed=5)
+    expected_features, expected_labels = sample_examples(90, seed=5)
     order, expected_order = np.lexsort(features.T), np.lexsort(expected_features.T)
     np.testing.assert_array_equal(features[order], expected_features[expected_order])
     np.testing.assert_array_equal(labels[order], expected_labels[expected_order])
 
 
 def test_parse_batch_parses_a_batch_of_records(tmp_path):
-    write_split(tmp_path, "train", *synthetic_examples(6, seed=0), num_files=1)
+    write_split(tmp_path, "train", *sample_examples(6, seed=0), num_files=1)
     path = tmp_path / shard_name("train", 0, 1)
     records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
-    features, labels = parse_batch(records, NUM_FEATURES)
+    features, labels = parse_batch(records)
     assert features.shape == (6, NUM_FEATURES) and labels.dtype == tf.int32
 {%- endif %}
 

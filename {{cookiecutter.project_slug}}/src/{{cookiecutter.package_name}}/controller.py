@@ -42,8 +42,8 @@ from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import data_loss_reason, first_corrupt_file
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import METRIC_NAME
 from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
+from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
 log = logging.getLogger(__name__)
 

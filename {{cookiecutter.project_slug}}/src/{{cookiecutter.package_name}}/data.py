@@ -1,20 +1,17 @@
 """Training and evaluation input: planned from record counts, read by each worker.
 {% if cookiecutter.data_source == "tfrecord" %}
-The data is TFRecord shards (format: tfrecords.py) listed in the data
+The data is TFRecord shards (their format: task.py) listed in the data
 directory's manifest with their record counts (manifest.py). To train on your
-own data, write it in that format (or change tfrecords.py's spec and parser)
-and run `index`. Planning reads the manifest, never the data, so start-up does
+own data, write it in that format (or change the format in task.py) and run
+`index`. Planning reads the manifest, never the data, so start-up does
 not grow with the data set.
 {%- else %}
-The data is a seeded in-memory task (synthetic_examples). To train on your own
-arrays, return them from `load_sources`; for data that does not fit in memory,
+The data is the task's seeded sample (task.sample_examples), held in memory.
+To train on your own arrays, return them from `load_sources`; for data that does not fit in memory,
 bake the project with data_source=tfrecord.
 {%- endif %}
-{%- if cookiecutter.task == "image" %}
-Images are decoded, cropped and flipped per example (images.py), each with a
-key of its own drawn from (seed, pass, position), so augmentation is part of
-that pure function.
-{%- endif %}
+Each example gets a key of its own drawn from (seed, pass, position) for the
+task's augmentation, so augmentation is part of that pure function.
 
 The training order is a pure function of (seed, epoch, step). The data is read
 in passes: pass p shuffles the files, then the records, with seed + p. Epoch e
@@ -38,31 +35,11 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, manifest, tfrecords{% endif %}
-{%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.images import (
-    IMAGE_SIZE,
-    each_image,
-    evaluation_image,
-{%- if cookiecutter.data_source == "tfrecord" %}
-    evaluation_image_from_jpeg,
-{%- endif %}
-    training_image,
-{%- if cookiecutter.data_source == "tfrecord" %}
-    training_image_from_jpeg,
-{%- endif %}
-)
-{%- endif %}
+from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, manifest, task, tfrecords{% else %}, task{% endif %}
 from {{ cookiecutter.package_name }}.strategy import global_batch_size, worker_count
 
 log = logging.getLogger(__name__)
 
-{%- if cookiecutter.task == "tabular" %}
-NUM_FEATURES = 20
-{%- endif %}
-NUM_CLASSES = 4
-# The synthetic task is fixed (its own seed); --seed changes shuffling and init.
-TASK_SEED = 1234
 {%- if cookiecutter.data_source == "synthetic" %}
 {%- if cookiecutter.task == "image" %}
 TRAIN_EXAMPLES = 2048
@@ -86,47 +63,6 @@ FILE = tf.data.experimental.AutoShardPolicy.FILE
 
 class DataError(TrainerError):
     pass
-{%- if cookiecutter.task == "image" %}
-
-
-def synthetic_examples(num_examples, seed):
-    """Seeded IMAGE_SIZE x IMAGE_SIZE uint8 images of 4 classes a small CNN tells
-    apart well above chance (25%): horizontal stripes, vertical stripes, a
-    checkerboard, and noise alone, each with a random colour, period and phase
-    (crops and flips keep the class). `seed` picks the images; the task is fixed."""
-    rng = np.random.default_rng([TASK_SEED, seed])
-    labels = rng.integers(0, NUM_CLASSES, num_examples)
-    rows, columns = np.mgrid[0:IMAGE_SIZE, 0:IMAGE_SIZE]
-    periods = rng.uniform(4, 10, num_examples)[:, None, None]
-    phases = rng.uniform(0, 2 * np.pi, num_examples)[:, None, None]
-    horizontal = np.sin(2 * np.pi * rows / periods + phases)
-    vertical = np.sin(2 * np.pi * columns / periods + phases)
-    classes = labels[:, None, None]
-    patterns = np.select(
-        [classes == 0, classes == 1, classes == 2],
-        [horizontal, vertical, np.sign(horizontal * vertical)],
-        0.0,
-    )
-    colours = rng.uniform(0.3, 1.0, (num_examples, 1, 1, 3))
-    noise = rng.normal(0, 0.35, (num_examples, IMAGE_SIZE, IMAGE_SIZE, 3))
-    images = 127.5 + 100 * (patterns[..., None] * colours + noise)
-    return np.clip(images, 0, 255).astype("uint8"), labels.astype("int32")
-{%- else %}
-
-
-def synthetic_examples(num_examples, seed):
-    """A seeded classification task a small MLP learns well above chance (25%).
-
-    Labels come from a fixed random two-layer teacher network, so the task is
-    the same for every `seed`; `seed` only picks which examples are drawn.
-    """
-    teacher = np.random.default_rng(TASK_SEED)
-    hidden_weights = teacher.normal(size=(NUM_FEATURES, 32))
-    output_weights = teacher.normal(size=(32, NUM_CLASSES))
-    features = np.random.default_rng(seed).normal(size=(num_examples, NUM_FEATURES))
-    labels = np.argmax(np.tanh(features @ hidden_weights) @ output_weights, axis=1)
-    return features.astype("float32"), labels.astype("int32")
-{%- endif %}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -146,19 +82,10 @@ class ArraySource:
         rows = tf.data.Dataset.range(len(self.labels))
         return rows if seed is None else rows.shuffle(len(self.labels), seed=seed)
 
-{%- if cookiecutter.task == "image" %}
-
     def parse(self, rows, keys=None):
-        """Training (with the examples' keys): random crops and flips; else central crops."""
-        images, labels = tf.gather(self.features, rows), tf.gather(self.labels, rows)
-        if keys is None:
-            return each_image(evaluation_image, images), labels
-        return each_image(training_image, images, keys), labels
-{%- else %}
-
-    def parse(self, rows):
-        return tf.gather(self.features, rows), tf.gather(self.labels, rows)
-{%- endif %}
+        """The rows' examples, prepared by the task (training: with their keys)."""
+        inputs, labels = tf.gather(self.features, rows), tf.gather(self.labels, rows)
+        return task.prepare_batch(inputs, keys), labels
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -194,20 +121,13 @@ class RecordSource:
         record_bytes = max(self.bytes // max(sum(self.counts), 1), 1)
         return max(1, min(SHUFFLE_RECORDS, SHUFFLE_BYTES // record_bytes))
 
-{%- if cookiecutter.task == "image" %}
-
     def parse(self, records, keys=None):
-        """Training (with the examples' keys): random crops and flips, decoding only
-        the crop; else central crops."""
-        encoded, labels = tfrecords.parse_batch(records)
-        labels = tf.cast(labels - self.label_offset, tf.int32)
-        if keys is None:
-            return each_image(evaluation_image_from_jpeg, encoded), labels
-        return each_image(training_image_from_jpeg, encoded, keys), labels
+        """A batch of records, parsed by the task (training: with their keys)."""
+{%- if cookiecutter.task == "image" %}
+        inputs, labels = task.parse_batch(records, keys)
+        return inputs, labels - self.label_offset
 {%- else %}
-
-    def parse(self, records):
-        return tfrecords.parse_batch(records, NUM_FEATURES)
+        return task.parse_batch(records, keys)
 {%- endif %}
 
 
@@ -219,9 +139,9 @@ def make_data(output_dir, num_files, examples, seed=0):
             " and one example per file - raise --examples or lower --num-files"
         )
     tf.io.gfile.makedirs(str(output_dir))
-    tfrecords.write_split(output_dir, "train", *synthetic_examples(examples, seed), num_files)
+    tfrecords.write_split(output_dir, "train", *task.sample_examples(examples, seed), num_files)
     eval_count = max(examples // 4, 1)
-    tfrecords.write_split(output_dir, "eval", *synthetic_examples(eval_count, seed + 1), 1)
+    tfrecords.write_split(output_dir, "eval", *task.sample_examples(eval_count, seed + 1), 1)
     manifest.index(str(output_dir))
     log.info("wrote %d train and %d eval examples to %s", examples, eval_count, output_dir)
 {%- endif %}
@@ -232,14 +152,14 @@ def load_sources(config):
 {%- if cookiecutter.data_source == "synthetic" %}
     del config  # the synthetic task takes no settings
     return (
-        ArraySource(*synthetic_examples(TRAIN_EXAMPLES, seed=0)),
-        ArraySource(*synthetic_examples(EVAL_EXAMPLES, seed=1)),
+        ArraySource(*task.sample_examples(TRAIN_EXAMPLES, seed=0)),
+        ArraySource(*task.sample_examples(EVAL_EXAMPLES, seed=1)),
     )
 {%- else %}
 {%- if cookiecutter.task == "image" %}
-    splits = manifest.load(config.data_dir, NUM_CLASSES, config.label_offset)
+    splits = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
 {%- else %}
-    splits = manifest.load(config.data_dir, NUM_FEATURES, NUM_CLASSES)
+    splits = manifest.load(config.data_dir, task.NUM_FEATURES, task.NUM_CLASSES)
 {%- endif %}
     return tuple(
         RecordSource(
@@ -417,31 +337,29 @@ def worker_batches(
         records = plan.train.records(files, seed=seed + index)
         if shards.policy == DATA:
             records = records.shard(num_workers, worker)
-{%- if cookiecutter.task == "image" %}
-        # Each example's augmentation key: (seed + pass, its position in the pass),
-        # where a worker's p-th record is record p * workers + worker of the unsharded
-        # order (DATA): the same keys whatever the replicas and workers.
-        records = records.enumerate().map(
-            lambda position, record: (
-                tf.stack([seed + index, position * num_workers + worker]),
-                record,
+        batches = batch_records(records.enumerate(), per_replica_batch_size).map(
+            lambda positions, batch: (
+                example_keys(seed + index, positions, worker, num_workers),
+                batch,
             )
         )
-{%- endif %}
-        batches = batch_records(records, per_replica_batch_size)
         return batches.take(shards.steps_per_pass * batches_per_step)
 
     batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
     batches = batches.skip(offset * batches_per_step)
     batches = batches.take((epochs * plan.steps_per_epoch - first_step) * batches_per_step)
-{%- if cookiecutter.task == "image" %}
     batches = batches.map(
         lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE
     )
-{%- else %}
-    batches = batches.map(plan.train.parse, num_parallel_calls=tf.data.AUTOTUNE)
-{%- endif %}
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def example_keys(pass_seed, positions, worker, num_workers):
+    """Each example's augmentation key: (seed + pass, its position in the pass),
+    where a worker's p-th record is record p * workers + worker of the unsharded
+    order (DATA): the same keys whatever the replicas and workers."""
+    positions = positions * num_workers + worker
+    return tf.stack([tf.fill(tf.shape(positions), pass_seed), positions], axis=1)
 
 
 def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1):

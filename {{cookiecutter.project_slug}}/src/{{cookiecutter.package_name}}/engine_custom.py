@@ -20,12 +20,9 @@ from {{ cookiecutter.package_name }}.compat import (
 {%- else %}
 from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import (
-    build_model,
-    make_metric,
-    make_optimizer,
-    per_example_loss,
-)
+from {{ cookiecutter.package_name }}.evaluation import make_metric
+from {{ cookiecutter.package_name }}.optimizer import make_optimizer
+from {{ cookiecutter.package_name }}.task import build_model, per_example_loss
 
 SUM = tf.distribute.ReduceOp.SUM
 

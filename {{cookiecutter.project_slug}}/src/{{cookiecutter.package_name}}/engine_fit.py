@@ -18,13 +18,9 @@ from {{ cookiecutter.package_name }}.compat import (
 {%- else %}
 from {{ cookiecutter.package_name }}.compat import metric_results, per_replica_randomness
 {%- endif %}
-from {{ cookiecutter.package_name }}.model import (
-    METRIC_NAME,
-    build_model,
-    make_loss,
-    make_metric,
-    make_optimizer,
-)
+from {{ cookiecutter.package_name }}.evaluation import make_metric
+from {{ cookiecutter.package_name }}.optimizer import make_optimizer
+from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model, per_example_loss
 
 
 def build_compiled_model(strategy, config):
@@ -40,7 +36,7 @@ def build_compiled_model(strategy, config):
 {%- endif %}
         model.compile(
             optimizer=optimizer,
-            loss=make_loss(),
+            loss=per_example_loss,  # Keras averages it over the global batch
             metrics=[make_metric()],
         )
         # Built here, under the scope, so its slots are mirrored and a checkpoint

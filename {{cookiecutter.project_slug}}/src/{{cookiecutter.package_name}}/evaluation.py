@@ -1,21 +1,29 @@
-"""Exact evaluation, the same for both engines.
+"""Exact evaluation, the same for both engines, and the task's metric as
+training reports it.
 
 Every evaluation example counts once: the batches keep their short remainder,
 each replica returns the sums of its share (an empty share adds zeros), and the
 sums are added across replicas and batches inside one tf.function before the
-division. `eval_loss` is the mean cross-entropy over the examples, without the
-regularization term that the training loss includes.
+division. `eval_loss` is the mean of task.per_example_loss over the examples,
+without the regularization term that the training loss includes; the metric
+is the mean of task.per_example_metric, as in training.
 """
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.model import per_example_loss
+from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.task import METRIC_NAME, per_example_loss, per_example_metric
 
 SUM = tf.distribute.ReduceOp.SUM
 
 
+def make_metric():
+    """The training metric: the running mean of task.per_example_metric."""
+    return keras.metrics.MeanMetricWrapper(per_example_metric, name=METRIC_NAME)
+
+
 def make_evaluate_function(strategy, model):
-    """A tf.function: distributed evaluation batches -> (loss, accuracy)."""
+    """A tf.function: distributed evaluation batches -> (loss, metric)."""
 
     def replica_sums(features, labels):
         # An empty share of the last batch adds zeros without running the model
@@ -28,14 +36,12 @@ def make_evaluate_function(strategy, model):
 
     def example_sums(features, labels):
         logits = model(features, training=False)
-        labels = tf.cast(labels, tf.int64)
-        predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
         # float64 sums: float32 would lose examples' worth of precision on large sets.
         return tf.stack(
             [
                 tf.reduce_sum(tf.cast(per_example_loss(labels, logits), tf.float64)),
-                tf.reduce_sum(tf.cast(tf.equal(predictions, labels), tf.float64)),
-                tf.cast(tf.size(labels), tf.float64),
+                tf.reduce_sum(tf.cast(per_example_metric(labels, logits), tf.float64)),
+                tf.cast(tf.shape(logits)[0], tf.float64),
             ]
         )
 
@@ -51,13 +57,13 @@ def make_evaluate_function(strategy, model):
 
 
 def make_evaluator(strategy, model, batches):
-    """() -> (mean loss, accuracy) of `model` over every example of `batches`
+    """() -> (mean loss, mean metric) of `model` over every example of `batches`
     (distributed: data.evaluation_input): traced once, run at every epoch end."""
     evaluate_batches = make_evaluate_function(strategy, model)
 
     def evaluate():
-        loss, accuracy = evaluate_batches(batches)
-        return float(loss), float(accuracy)
+        loss, metric = evaluate_batches(batches)
+        return float(loss), float(metric)
 
     return evaluate
 

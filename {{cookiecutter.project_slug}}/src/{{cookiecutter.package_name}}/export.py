@@ -1,15 +1,10 @@
 """Export for serving: the trained model as a TensorFlow SavedModel in the
 versioned layout TensorFlow Serving loads (`<export-dir>/<version>/`).
 
-The `serving_default` signature takes what a client sends
-{%- if cookiecutter.task == "image" %}
-(`image_bytes`: a batch of encoded JPEG images, decoded, center-cropped and
-resized inside the graph as evaluation does)
-{%- else %}
-(`features`: a batch of raw feature vectors, float32)
-{%- endif %}
-and returns float32 `logits` and class `probabilities`. Loading it needs
-TensorFlow only: no Keras, no code of this project.
+The `serving_default` signature takes what a client sends (task.SERVING_INPUT,
+turned into model inputs inside the graph by task.serving_inputs) and returns
+float32 `logits` and class `probabilities`. Loading it needs TensorFlow only:
+no Keras, no code of this project.
 """
 
 import logging
@@ -23,16 +18,10 @@ from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remo
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import save_for_serving
-{%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.images import each_image, evaluation_image_from_jpeg
-{%- else %}
-from {{ cookiecutter.package_name }}.data import NUM_FEATURES
-{%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.model import build_model, set_precision_policy
-{%- else %}
-from {{ cookiecutter.package_name }}.model import build_model
+from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
+from {{ cookiecutter.package_name }}.task import SERVING_INPUT, build_model, serving_inputs
 
 log = logging.getLogger(__name__)
 
@@ -71,21 +60,12 @@ def trained_model(model_dir):
 
 
 def serving_function(model):
-{%- if cookiecutter.task == "image" %}
-    """JPEG bytes -> logits and probabilities (float32), preprocessed as evaluation is."""
+    """What a client sends (task.SERVING_INPUT) -> logits and probabilities (float32)."""
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
-    def serve(image_bytes):
-        logits = model(each_image(evaluation_image_from_jpeg, image_bytes), training=False)
+    @tf.function(input_signature=[SERVING_INPUT])
+    def serve(received):
+        logits = model(serving_inputs(received), training=False)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
-{%- else %}
-    """Feature vectors -> logits and probabilities (float32)."""
-
-    @tf.function(input_signature=[tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")])
-    def serve(features):
-        logits = model(features, training=False)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
-{%- endif %}
 
     return serve
 

@@ -14,10 +14,11 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.data import ArraySource, make_plan, synthetic_examples
+from {{ cookiecutter.package_name }}.data import ArraySource, make_plan
 from {{ cookiecutter.package_name }}.probe import compare_with_one_device, run_steps
 from {{ cookiecutter.package_name }}.report import CheckFailed, Report
 from {{ cookiecutter.package_name }}.strategy import local_replicas, {% if cookiecutter.distribution == "mirrored" %}make_strategy{% else %}make_local_strategy{% endif %}
+from {{ cookiecutter.package_name }}.task import sample_examples
 
 SUM = tf.distribute.ReduceOp.SUM
 # Global batches of synthetic data: the step checks run on the first.
@@ -32,12 +33,12 @@ CRASH_FIXES = {
     "placement": "check CUDA_VISIBLE_DEVICES",
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
     "mixed-bfloat16": (
-        "compute the loss in float32 (see model.py) and check that the GPU supports"
+        "compute the loss in float32 (see task.py) and check that the GPU supports"
         " bfloat16 (compute capability 8.0 or newer)"
     ),
 {%- else %}
     "mixed-float16": (
-        "compute the loss in float32 (see model.py) and check that the GPU supports"
+        "compute the loss in float32 (see task.py) and check that the GPU supports"
         " float16 (compute capability 7.0 or newer)"
     ),
 {%- endif %}
@@ -140,7 +141,7 @@ def check_placement(strategy):
 
 def synthetic_plan(global_batch_size):
     """A few global batches of the synthetic task, in memory."""
-    examples = ArraySource(*synthetic_examples(BATCHES * global_batch_size, seed=0))
+    examples = ArraySource(*sample_examples(BATCHES * global_batch_size, seed=0))
     return make_plan(examples, examples, global_batch_size)
 
 

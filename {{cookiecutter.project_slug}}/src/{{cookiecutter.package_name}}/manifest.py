@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
-from {{ cookiecutter.package_name }}.tfrecords import FORMAT, describe_batch
+from {{ cookiecutter.package_name }}.task import FORMAT, describe_batch
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def index_file(path):
             if wrong:
                 raise ManifestError(
                     f"{path} has a record with {wrong[0]} labels - each record needs"
-                    " exactly one int64 'label' (see tfrecords.encode)"
+                    " exactly one int64 'label' (see task.encode)"
                 )
             labels = labels.numpy()
             low, high = int(labels.min()), int(labels.max())
@@ -153,8 +153,7 @@ def index_file(path):
             ) from None
 {%- endif %}
         raise ManifestError(
-            f"{path} does not hold records of the format {FORMAT!r} - write them with"
-            " tfrecords.encode"
+            f"{path} does not hold records of the format {FORMAT!r} - write them with task.encode"
         ) from None
 {%- if cookiecutter.task == "image" %}
     # Images may differ in size (training crops and resizes them): the smallest.
@@ -331,7 +330,7 @@ def check_labels(shard, num_classes, label_offset):
                 f"{shard.path} has label {label}, outside"
                 f" {label_offset}..{num_classes - 1 + label_offset} (classes {num_classes},"
                 f" --label-offset {label_offset}) - fix the labels,"
-                " --label-offset (1 for 1-based labels) or NUM_CLASSES in data.py (on a GPU,"
+                " --label-offset (1 for 1-based labels) or NUM_CLASSES in task.py (on a GPU,"
                 " sparse cross-entropy gives NaN or garbage for such a label, not an error)"
             )
 {%- else %}
@@ -341,13 +340,13 @@ def check_contents(shard, num_features, num_classes):
     if shard.feature_shape != (num_features,):
         raise ManifestError(
             f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
-            f" takes [{num_features}] - fix the data, or NUM_FEATURES in data.py"
+            f" takes [{num_features}] - fix the data, or NUM_FEATURES in task.py"
         )
     for label in (shard.label_min, shard.label_max):
         if not 0 <= label < num_classes:
             raise ManifestError(
                 f"{shard.path} has label {label}, outside 0..{num_classes - 1} - fix the"
-                " labels, or NUM_CLASSES in data.py (on a GPU, sparse cross-entropy gives"
+                " labels, or NUM_CLASSES in task.py (on a GPU, sparse cross-entropy gives"
                 " NaN or garbage for such a label, not an error)"
             )
 {%- endif %}

@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_tr
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.model import set_precision_policy
+from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import describe
 
