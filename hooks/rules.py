@@ -263,6 +263,7 @@ CONDITIONAL_FILES = {
     "src/PKG/launch.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_launch.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/precision.py": lambda o: o["mixed_precision"] != "no",
+    "examples/token_task.py": lambda o: o["task"] == "tabular",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",

@@ -67,6 +67,61 @@ def check_architecture(project, package):
         assert not later, f"{module}.py imports {sorted(later)}, listed below it"
 
 
+def task_interface(path):
+    """The names task.py's docstring gives the framework: those named in each
+    bullet's head (up to its first colon)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    bullets = re.split(r"^- ", docstring, flags=re.MULTILINE)[1:]
+    heads = [bullet[: bullet.index("`:") + 1] for bullet in bullets]
+    return {name for head in heads for name in re.findall(r"`(\w+)", head)}
+
+
+def top_level_names(path):
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+    return names
+
+
+def task_names_used(path, package):
+    """What the module at `path` takes from task.py: imported names and `task.X`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    used = {
+        alias.name for node in imports if node.module == f"{package}.task" for alias in node.names
+    }
+    module_imported = any(
+        node.module == package and "task" in {alias.name for alias in node.names}
+        for node in imports
+    )
+    if not module_imported:
+        return used  # a name `task` here is something else (cluster.py: TF_CONFIG's)
+    return used | {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "task"
+    }
+
+
+def check_task_interface(project, package):
+    """The framework reaches task.py only through the names its docstring lists,
+    and task.py (and the worked example, where there is one) defines them all."""
+    source = project / "src" / package
+    interface = task_interface(source / "task.py")
+    for path in source.glob("*.py"):
+        extra = task_names_used(path, package) - interface
+        assert not extra, f"{path.name} uses task.py's {sorted(extra)}, not in its interface"
+    tasks = [source / "task.py", *project.glob("examples/*_task.py")]
+    for path in tasks:
+        missing = interface - top_level_names(path)
+        assert not missing, f"{path.name} lacks {sorted(missing)}"
+
+
 def check_project(project, options):
     context = {**options, "package_name": project.name.replace("-", "_")}
     assert project_files(project) == rules.expected_files(context)
@@ -85,6 +140,7 @@ def check_project(project, options):
         elif path.suffix == ".json":
             __import__("json").loads(text)
     check_architecture(project, context["package_name"])
+    check_task_interface(project, context["package_name"])
     # Preview's blank-line rules (E3, W391) catch what Jinja's whitespace control
     # gets wrong between conditional blocks; plain `ruff check` does not look.
     lint = subprocess.run(

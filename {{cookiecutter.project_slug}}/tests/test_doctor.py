@@ -328,7 +328,9 @@ def undistributed_batches(strategy, plan, seed):
 
 def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):
     loss = tf.reduce_mean(per_example_loss(labels, logits))
-    return loss + tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+    if model.losses:
+        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+    return loss
 
 
 def test_dataset_not_distributed_fails_batch_split_and_sync(config, monkeypatch):

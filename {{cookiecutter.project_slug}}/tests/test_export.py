@@ -19,7 +19,12 @@ from {{ cookiecutter.package_name }}.task import (
     sample_examples,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.task import build_model, sample_examples
+from {{ cookiecutter.package_name }}.task import (
+    SERVING_INPUT,
+    build_model,
+    sample_examples,
+    serving_inputs,
+)
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 
@@ -73,8 +78,8 @@ def requests_and_model_inputs():
     jpegs = tf.stack([tf.io.encode_jpeg(image) for image in examples])
     return jpegs, each_image(evaluation_image_from_jpeg, jpegs)
 {%- else %}
-    features = tf.constant(examples, tf.float32)
-    return features, features
+    requests = tf.constant(examples, SERVING_INPUT.dtype)
+    return requests, serving_inputs(requests)
 {%- endif %}
 
 

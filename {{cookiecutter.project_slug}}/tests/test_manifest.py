@@ -23,7 +23,7 @@ from {{ cookiecutter.package_name }}.manifest import (
 {% if cookiecutter.task == "image" -%}
 from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, encode
 {% else -%}
-from {{ cookiecutter.package_name }}.task import NUM_CLASSES, NUM_FEATURES, encode
+from {{ cookiecutter.package_name }}.task import INPUT_SHAPE, NUM_CLASSES, NUM_FEATURES, encode
 {% endif -%}
 from {{ cookiecutter.package_name }}.tfrecords import write_split
 
@@ -38,11 +38,11 @@ def load_dir(path, label_offset=0):
 def example(label=1):
     return np.zeros(SHAPE, "uint8"), label
 {%- else -%}
-SHAPE = (NUM_FEATURES,)
+SHAPE = INPUT_SHAPE
 
 
 def load_dir(path):
-    return load(str(path), NUM_FEATURES, NUM_CLASSES)
+    return load(str(path), INPUT_SHAPE, NUM_CLASSES)
 
 
 def example(label=1, width=NUM_FEATURES):

@@ -51,9 +51,10 @@ def test_each_replica_draws_its_own_numbers_and_new_ones_at_every_call(two_repli
 
 
 def model_inputs(model):
-    """A batch of 8 equal examples of the model's input shape and dtype."""
+    """A batch of 8 equal examples of the model's input shape and dtype (ones:
+    a valid value of any input, token ids too)."""
     shape, dtype = model.inputs[0].shape[1:], model.inputs[0].dtype
-    return tf.cast(tf.fill([8, *shape], 100), dtype)
+    return tf.ones([8, *shape], dtype)
 {%- for engine in (["fit", "custom"] if cookiecutter.training_loop == "both" else [cookiecutter.training_loop]) %}
 
 

@@ -273,7 +273,7 @@ def wider_model(build_model):
         model = build_model(*args, **kwargs)
         inputs = model.inputs[0]
         logits = model(inputs)
-        return type(model)(inputs, logits + keras.layers.Dense(logits.shape[-1])(inputs))
+        return type(model)(inputs, logits + keras.layers.Dense(logits.shape[-1])(logits))
 
     return build
 

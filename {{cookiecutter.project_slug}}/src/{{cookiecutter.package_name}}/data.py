@@ -159,7 +159,7 @@ def load_sources(config):
 {%- if cookiecutter.task == "image" %}
     splits = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
 {%- else %}
-    splits = manifest.load(config.data_dir, task.NUM_FEATURES, task.NUM_CLASSES)
+    splits = manifest.load(config.data_dir, task.INPUT_SHAPE, task.NUM_CLASSES)
 {%- endif %}
     return tuple(
         RecordSource(

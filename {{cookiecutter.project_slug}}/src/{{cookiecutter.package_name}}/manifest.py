@@ -239,10 +239,10 @@ def load(data_dir, num_classes, label_offset=0):
 {%- else %}
 
 
-def load(data_dir, num_features, num_classes):
+def load(data_dir, input_shape, num_classes):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, the
-    feature shape the model takes, and labels in 0..num_classes-1."""
+    input shape the model takes, and labels in 0..num_classes-1."""
 {%- endif %}
     check_data_dir(data_dir)
     splits = read_manifest(data_dir)
@@ -254,7 +254,7 @@ def load(data_dir, num_features, num_classes):
 {%- if cookiecutter.task == "image" %}
                 check_labels(shard, num_classes, label_offset)
 {%- else %}
-                check_contents(shard, num_features, num_classes)
+                check_contents(shard, input_shape, num_classes)
 {%- endif %}
     return splits
 
@@ -336,11 +336,11 @@ def check_labels(shard, num_classes, label_offset):
 {%- else %}
 
 
-def check_contents(shard, num_features, num_classes):
-    if shard.feature_shape != (num_features,):
+def check_contents(shard, input_shape, num_classes):
+    if shard.feature_shape != tuple(input_shape):
         raise ManifestError(
             f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
-            f" takes [{num_features}] - fix the data, or NUM_FEATURES in task.py"
+            f" takes {list(input_shape)} - fix the data, or INPUT_SHAPE in task.py"
         )
     for label in (shard.label_min, shard.label_max):
         if not 0 <= label < num_classes:

@@ -7,6 +7,10 @@ doctor) reaches it through these names alone:
 - `NUM_CLASSES`, and `METRIC_NAME` with `per_example_metric`: the metric
   reported in training and evaluation is the mean of `per_example_metric` over
   the examples.
+{%- if cookiecutter.task == "tabular" and cookiecutter.data_source == "tfrecord" %}
+- `INPUT_SHAPE`: the shape of one example's input, which `index` checks each
+  record holds.
+{%- endif %}
 - `build_model()`: a Keras model from inputs to logits. The engines call it
   under `strategy.scope()`, so build every variable inside it.
 - `per_example_loss(labels, logits)`: one loss per example. The framework
@@ -108,6 +112,7 @@ def build_model():
 {%- else %}
 
 NUM_FEATURES = 20
+INPUT_SHAPE = (NUM_FEATURES,)
 NUM_CLASSES = 4
 METRIC_NAME = "accuracy"
 # The sample task is fixed (its own seed); --seed changes shuffling and init.

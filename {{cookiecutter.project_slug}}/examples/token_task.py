@@ -1,0 +1,132 @@
+"""A second task, as a worked example of `task.py`: topics of token sequences.
+
+Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
+framework and the project's equivalence, resume, evaluation and export tests
+run unchanged (the template's own tests do exactly that). It differs from the
+sample task in each thing `task.py` holds: int32 token ids of shape
+[SEQUENCE_LENGTH] instead of float features, an Embedding model, 5 classes, a
+record format of its own, random token masking as augmentation, and top-2
+accuracy as the metric.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras
+
+SEQUENCE_LENGTH = 12
+INPUT_SHAPE = (SEQUENCE_LENGTH,)
+# Token 0 is the mask; topic t favours tokens 1 + 12t .. 12 + 12t.
+VOCABULARY_SIZE = 64
+TOKENS_PER_TOPIC = 12
+NUM_CLASSES = 5
+METRIC_NAME = "top_2_accuracy"
+# Training replaces this share of the tokens with the mask (augmentation).
+MASK_RATE = 0.1
+# The sample task is fixed (its own seed); --seed changes shuffling and init.
+SAMPLE_TASK_SEED = 99
+{%- if cookiecutter.data_source == "tfrecord" %}
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: tokens int64[N], topic int64"
+{%- endif %}
+# What a client sends the exported model: token ids.
+SERVING_INPUT = tf.TensorSpec([None, SEQUENCE_LENGTH], tf.int32, name="tokens")
+
+
+def build_model():
+    """Token embeddings, averaged, then a small MLP returning logits."""
+    inputs = keras.Input(shape=INPUT_SHAPE, dtype="int32", name="tokens")
+    x = keras.layers.Embedding(VOCABULARY_SIZE, 16)(inputs)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    x = keras.layers.Dense(32, activation="relu")(x)
+{%- if cookiecutter.mixed_precision != "no" %}
+    # float32 logits keep the softmax and the loss numerically stable.
+    outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
+{%- else %}
+    outputs = keras.layers.Dense(NUM_CLASSES, name="logits")(x)
+{%- endif %}
+    return keras.Model(inputs, outputs, name="topics")
+
+
+def per_example_loss(labels, logits):
+    """Cross-entropy per example, in float32 whatever the compute dtype."""
+    logits = tf.cast(logits, tf.float32)
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def per_example_metric(labels, logits):
+    """1.0 where the label's class is among the two highest logits, else 0.0."""
+    labels = tf.cast(labels, tf.int32)
+    return tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), k=2), tf.float32)
+
+
+def sample_examples(num_examples, seed):
+    """Seeded token sequences of 5 topics: half of each sequence's tokens come
+    from its topic's own 12, the rest from the whole vocabulary."""
+    rng = np.random.default_rng([SAMPLE_TASK_SEED, seed])
+    labels = rng.integers(0, NUM_CLASSES, num_examples)
+    shape = (num_examples, SEQUENCE_LENGTH)
+    topical = 1 + labels[:, None] * TOKENS_PER_TOPIC + rng.integers(0, TOKENS_PER_TOPIC, shape)
+    anything = rng.integers(1, VOCABULARY_SIZE, shape)
+    tokens = np.where(rng.random(shape) < 0.5, topical, anything)
+    return tokens.astype("int32"), labels.astype("int32")
+
+
+def prepare_batch(tokens, keys=None):
+    """Training (with keys): each token masked with probability MASK_RATE, drawn
+    from its example's key; evaluation: the tokens as they are."""
+    if keys is None:
+        return tokens
+
+    def mask(example):
+        sequence, key = example
+        kept = tf.random.stateless_uniform([SEQUENCE_LENGTH], seed=key) >= MASK_RATE
+        return tf.where(kept, sequence, tf.zeros_like(sequence))
+
+    return tf.map_fn(mask, (tokens, keys), fn_output_signature=tokens.dtype)
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def encode(tokens, label):
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=tokens)),
+                "topic": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+def parse_batch(records, keys=None):
+    """A batch of serialized records -> (prepared tokens, int32 topics)."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "tokens": tf.io.FixedLenFeature([SEQUENCE_LENGTH], tf.int64),
+            "topic": tf.io.FixedLenFeature([], tf.int64),
+        },
+    )
+    tokens = tf.cast(examples["tokens"], tf.int32)
+    return prepare_batch(tokens, keys), tf.cast(examples["topic"], tf.int32)
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's sequence length, label count, and the labels."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "tokens": tf.io.RaggedFeature(tf.int64),
+            "topic": tf.io.RaggedFeature(tf.int64),
+        },
+    )
+    labels = examples["topic"]
+    return examples["tokens"].row_lengths()[:, None], labels.row_lengths(), labels.flat_values
+{%- endif %}
+
+
+def serving_inputs(tokens):
+    """Token ids are model inputs as they are."""
+    return tokens
