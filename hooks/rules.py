@@ -266,6 +266,8 @@ CONDITIONAL_FILES = {
     "examples/token_task.py": lambda o: o["task"] == "tabular",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
+    "src/PKG/importing.py": lambda o: o["data_source"] == "tfrecord",
+    "tests/test_importing.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_manifest.py": lambda o: o["data_source"] == "tfrecord",
     "slurm/train.sbatch": lambda o: o["launcher"] == "slurm",

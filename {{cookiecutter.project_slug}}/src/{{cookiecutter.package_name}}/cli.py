@@ -1,6 +1,6 @@
 """Command line: `{{ cookiecutter.project_slug }} COMMAND ...`.
 
-Commands: train, doctor, export, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data, index{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
+Commands: train, doctor, export, gpu-smoke{% if cookiecutter.data_source == "tfrecord" %}, make-data, index, {% if cookiecutter.task == "image" %}import-images{% else %}import-csv{% endif %}{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}.
 """
 
 import argparse
@@ -173,6 +173,39 @@ def build_parser():
     index.add_argument("--data-dir", required=True, help="directory of the shards")
     index.add_argument("--threads", type=positive_int, default=16, help="files read at once")
     index.set_defaults(handler=run_index)
+{%- if cookiecutter.task == "image" %}
+
+    import_images = commands.add_parser(
+        "import-images",
+        parents=[common],
+        help="convert a folder of class folders of images into indexed shards",
+    )
+    import_images.add_argument("--source", required=True, help="one folder per class")
+    import_images.add_argument(
+        "--eval-source", help="class folders of evaluation images (default: hold out a share)"
+    )
+    import_images.add_argument(
+        "--eval-fraction", type=float, default=0.1, help="share held out without --eval-source"
+    )
+    import_images.add_argument("--output-dir", required=True)
+    import_images.add_argument("--num-files", type=positive_int, help="training shards")
+    import_images.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
+    import_images.add_argument("--seed", type=int, default=0)
+    import_images.set_defaults(handler=run_import_images)
+{%- else %}
+
+    import_csv = commands.add_parser(
+        "import-csv",
+        parents=[common],
+        help="convert CSV files (a header row, one example a row) into indexed shards",
+    )
+    import_csv.add_argument("--train", nargs="+", required=True, help="one shard per file")
+    import_csv.add_argument("--eval", nargs="+", required=True, help="one shard per file")
+    import_csv.add_argument("--label-column", default="label")
+    import_csv.add_argument("--output-dir", required=True)
+    import_csv.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
+    import_csv.set_defaults(handler=run_import_csv)
+{%- endif %}
 {%- endif %}
     return parser
 
@@ -313,17 +346,52 @@ def run_make_data(args):
 
 
 def run_index(args):
-    from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, index
+    from {{ cookiecutter.package_name }}.manifest import index
 
     started = time.monotonic()
-    splits = index(args.data_dir, args.threads)
+    print_manifest(args.data_dir, index(args.data_dir, args.threads), started)
+    return 0
+
+
+def print_manifest(data_dir, splits, started):
+    from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
+
     for split, shards in splits.items():
         records = sum(shard.records for shard in shards)
         megabytes = sum(shard.bytes for shard in shards) / 1e6
         print(f"{split}: {len(shards)} files, {records} records, {megabytes:.1f} MB")
     seconds = time.monotonic() - started
-    print(f"wrote {os.path.join(args.data_dir, MANIFEST_NAME)} in {seconds:.1f} s")
+    print(f"wrote {os.path.join(data_dir, MANIFEST_NAME)} in {seconds:.1f} s")
+{%- if cookiecutter.task == "image" %}
+
+
+def run_import_images(args):
+    from {{ cookiecutter.package_name }}.importing import import_images
+
+    started = time.monotonic()
+    classes, splits = import_images(
+        args.output_dir,
+        args.source,
+        args.eval_source,
+        args.eval_fraction,
+        args.num_files,
+        args.workers,
+        args.seed,
+    )
+    print(f"classes 0..{len(classes) - 1}: {', '.join(classes)}")
+    print_manifest(args.output_dir, splits, started)
     return 0
+{%- else %}
+
+
+def run_import_csv(args):
+    from {{ cookiecutter.package_name }}.importing import import_csv
+
+    started = time.monotonic()
+    splits = import_csv(args.output_dir, args.train, args.eval, args.label_column, args.workers)
+    print_manifest(args.output_dir, splits, started)
+    return 0
+{%- endif %}
 {%- endif %}
 
 

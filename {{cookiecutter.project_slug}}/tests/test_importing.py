@@ -1,0 +1,223 @@
+{%- if cookiecutter.task == "image" -%}
+"""import-images: class folders become indexed shards every class is spread over;
+a file that does not decode is named in one line and leaves no shard behind."""
+
+import collections
+
+import pytest
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.importing import ConversionError, import_images
+from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
+from {{ cookiecutter.package_name }}.task import NUM_CLASSES, sample_examples
+
+# Folder names in an order other than the sample task's labels: classes are
+# numbered by name, as image_dataset_from_directory numbers them.
+CLASS_NAMES = [f"class_{chr(ord('a') + index)}" for index in range(NUM_CLASSES)]
+PER_CLASS = 8
+
+
+def class_folders(root, per_class=PER_CLASS):
+    """`per_class` images a class, PNG and JPEG mixed."""
+    images, _ = sample_examples(NUM_CLASSES * per_class, seed=4)
+    for label, name in enumerate(CLASS_NAMES):
+        (root / name).mkdir(parents=True)
+        for index in range(per_class):
+            image = images[label * per_class + index]
+            if index % 2:
+                path, data = root / name / f"{index}.png", tf.io.encode_png(image)
+            else:
+                path, data = root / name / f"{index}.JPG", tf.io.encode_jpeg(image)
+            tf.io.write_file(str(path), data)
+
+
+def stored_labels(path):
+    records = tf.data.TFRecordDataset(str(path))
+    return [
+        int(
+            tf.io.parse_single_example(
+                record, {"image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+            )["image/class/label"]
+        )
+        for record in records
+    ]
+
+
+def test_class_folders_become_indexed_shards_holding_every_class(tmp_path):
+    class_folders(tmp_path / "images")
+    output = tmp_path / "data"
+    classes, splits = import_images(
+        str(output), str(tmp_path / "images"), eval_fraction=0.25, num_files=2, workers=2
+    )
+    assert classes == CLASS_NAMES
+    total = NUM_CLASSES * PER_CLASS
+    assert sum(shard.records for shard in splits["eval"]) == total // 4
+    assert sum(shard.records for shard in splits["train"]) == total - total // 4
+    assert (output / MANIFEST_NAME).exists()
+    counts = collections.Counter()
+    for shard in splits["train"] + splits["eval"]:
+        labels = stored_labels(shard.path)
+        counts.update(labels)
+        if shard in splits["train"]:
+            assert len(set(labels)) > 1, "a shard of one class: the files were not shuffled"
+    # Every image once, under its folder's label.
+    assert counts == {label: PER_CLASS for label in range(NUM_CLASSES)}
+    assert not [path for path in output.iterdir() if path.name.startswith(".partial")]
+
+
+def test_a_file_that_does_not_decode_is_named_and_no_shard_is_left(tmp_path):
+    class_folders(tmp_path / "images")
+    broken = tmp_path / "images" / CLASS_NAMES[1] / "broken.jpg"
+    broken.write_bytes(b"not an image")
+    output = tmp_path / "data"
+    with pytest.raises(ConversionError, match=rf"^{broken} does not decode as an image - "):
+        import_images(str(output), str(tmp_path / "images"), num_files=3, workers=1)
+    assert list(output.iterdir()) == []
+
+
+def test_a_tree_with_another_class_count_is_refused_in_one_line(tmp_path):
+    class_folders(tmp_path / "images")
+    (tmp_path / "images" / "class_z").mkdir()
+    with pytest.raises(ConversionError, match=rf"has {NUM_CLASSES + 1} class folders, the task"):
+        import_images(str(tmp_path / "data"), str(tmp_path / "images"))
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_import_images_command_prints_the_classes(tmp_path, cli):
+    class_folders(tmp_path / "images", per_class=2)
+    result = cli(
+        "import-images",
+        "--source",
+        str(tmp_path / "images"),
+        "--output-dir",
+        str(tmp_path / "data"),
+        "--eval-fraction",
+        "0.25",
+        "--workers",
+        "1",
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"classes 0..{NUM_CLASSES - 1}: {', '.join(CLASS_NAMES)}" in result.stdout
+    assert "train: 1 files, 6 records" in result.stdout
+    again = cli(
+        "import-images",
+        "--source",
+        str(tmp_path / "images"),
+        "--output-dir",
+        str(tmp_path / "data"),
+    )
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1 and "already holds shards" in again.stderr
+    assert sorted(path.name for path in (tmp_path / "data").iterdir()) == [
+        "eval-00000-of-00001.tfrecord",
+        MANIFEST_NAME,
+        "train-00000-of-00001.tfrecord",
+    ]
+{%- else -%}
+"""import-csv: CSV files become indexed shards holding exactly their rows; a bad
+row is named in one line and leaves no shard behind."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.importing import ConversionError, import_csv
+from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
+from {{ cookiecutter.package_name }}.task import (
+    NUM_CLASSES,
+    NUM_FEATURES,
+    parse_batch,
+    sample_examples,
+)
+
+HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
+
+
+def write_csv(path, features, labels, header=HEADER):
+    rows = [",".join(header)]
+    rows += [
+        ",".join([*(repr(float(value)) for value in row), str(label)])
+        for row, label in zip(features, labels, strict=True)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def read_shards(shards):
+    records = tf.data.TFRecordDataset([shard.path for shard in shards]).batch(1000)
+    features, labels = zip(*(parse_batch(batch) for batch in records), strict=True)
+    return np.concatenate(features), np.concatenate(labels)
+
+
+def test_csv_files_become_indexed_shards_holding_their_rows(tmp_path):
+    features, labels = sample_examples(50, seed=2)
+    train = [
+        write_csv(tmp_path / "part-1.csv", features[:30], labels[:30]),
+        write_csv(tmp_path / "part-2.csv", features[30:40], labels[30:40]),
+    ]
+    evaluation = [write_csv(tmp_path / "eval.csv", features[40:], labels[40:])]
+    output = tmp_path / "data"
+    splits = import_csv(str(output), train, evaluation, workers=2)
+    assert [shard.records for shard in splits["train"]] == [30, 10]
+    assert (output / MANIFEST_NAME).exists()
+    # Every value exactly, in file and row order.
+    read_features, read_labels = read_shards(splits["train"] + splits["eval"])
+    np.testing.assert_array_equal(read_features, features)
+    np.testing.assert_array_equal(read_labels, labels)
+
+
+@pytest.mark.parametrize(
+    "bad_row, message",
+    [
+        ("abc", r"line 5: 'abc' in column 'f3' is not a number - fix that row"),
+        ("label", rf"line 5: label '{NUM_CLASSES}' is not a class in 0\.\.{NUM_CLASSES - 1}"),
+        ("short", rf"line 5 has {NUM_FEATURES} fields, the header {NUM_FEATURES + 1}"),
+    ],
+)
+def test_a_bad_row_is_named_in_one_line_and_no_shard_is_left(tmp_path, bad_row, message):
+    features, labels = sample_examples(10, seed=2)
+    good = write_csv(tmp_path / "good.csv", features, labels)
+    path = write_csv(tmp_path / "bad.csv", features, labels)
+    lines = path.read_text().splitlines()
+    fields = lines[4].split(",")
+    if bad_row == "abc":
+        fields[3] = "abc"
+    elif bad_row == "label":
+        fields[-1] = str(NUM_CLASSES)
+    else:
+        fields.pop()
+    lines[4] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "data"
+    with pytest.raises(ConversionError, match=rf"^{path} {message}"):
+        import_csv(str(output), [good, path], [good], workers=1)
+    assert list(output.iterdir()) == []
+
+
+def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
+    features, labels = sample_examples(4, seed=2)
+    wide = write_csv(
+        tmp_path / "wide.csv",
+        np.hstack([features, features[:, :1]]),
+        labels,
+        header=[*HEADER[:-1], "extra", "label"],
+    )
+    with pytest.raises(ConversionError, match=rf"has {NUM_FEATURES + 1} feature columns, the task"):
+        import_csv(str(tmp_path / "data"), [wide], [wide])
+    with pytest.raises(ConversionError, match=r"has no column 'class' \(its columns: f0, f1"):
+        import_csv(str(tmp_path / "data"), [wide], [wide], label_column="class")
+
+
+def test_the_import_csv_command_writes_and_refuses_in_one_line(tmp_path, cli):
+    features, labels = sample_examples(20, seed=2)
+    path = write_csv(tmp_path / "train.csv", features, labels)
+    output = str(tmp_path / "data")
+    arguments = ["--train", str(path), "--eval", str(path), "--output-dir", output]
+    arguments += ["--workers", "1"]
+    result = cli("import-csv", *arguments)
+    assert result.returncode == 0, result.stderr
+    assert "train: 1 files, 20 records" in result.stdout
+    again = cli("import-csv", *arguments)
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1 and "already holds shards" in again.stderr
+{%- endif %}
