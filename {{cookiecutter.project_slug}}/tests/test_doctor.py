@@ -152,7 +152,7 @@ def unsynchronized_batch_norm():
 
 def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monkeypatch):
     monkeypatch.setattr(
-        "{{ cookiecutter.package_name }}.model.batch_norm",
+        "{{ cookiecutter.package_name }}.task.batch_norm",
         unsynchronized_batch_norm,
     )
     failed = failures(doctor_on("{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}", config, monkeypatch))
