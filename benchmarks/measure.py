@@ -67,12 +67,12 @@ def measure(package, workdir, quick):
     def module(name):
         return importlib.import_module(f"{package}.{name}")
 
+    strategy_module = module("strategy")
+    strategy = strategy_module.make_strategy(cpu_replicas=2)  # before any other TensorFlow op
+
     problem = module("task")
     task = "image" if hasattr(problem, "IMAGE_SIZE") else "tabular"
     examples_per_epoch, repeats, startup_examples = SIZES[task, quick]
-
-    strategy_module = module("strategy")
-    strategy = strategy_module.make_strategy(cpu_replicas=2)  # before any other TensorFlow op
 
     import tensorflow as tf
 
