@@ -56,8 +56,7 @@ def per_example_loss(labels, logits):
 
 def per_example_metric(labels, logits):
     """1.0 where the label's class is among the two highest logits, else 0.0."""
-    # [batch] labels, also where tf_keras's compile() hands them over as [batch, 1].
-    labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
+    labels = tf.cast(labels, tf.int32)
     return tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), k=2), tf.float32)
 
 

@@ -19,7 +19,12 @@ SUM = tf.distribute.ReduceOp.SUM
 
 def make_metric():
     """The training metric: the running mean of task.per_example_metric."""
-    return keras.metrics.MeanMetricWrapper(per_example_metric, name=METRIC_NAME)
+
+    def metric(labels, logits):
+        # One label per example: tf_keras's compile() hands them over as [batch, 1].
+        return per_example_metric(tf.reshape(labels, [-1]), logits)
+
+    return keras.metrics.MeanMetricWrapper(metric, name=METRIC_NAME)
 
 
 def make_evaluate_function(strategy, model):

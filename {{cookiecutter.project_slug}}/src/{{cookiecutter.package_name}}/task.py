@@ -154,9 +154,7 @@ def per_example_loss(labels, logits):
 def per_example_metric(labels, logits):
     """1.0 where the highest logit is the label's class, else 0.0."""
     predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
-    # [batch] labels, also where tf_keras's compile() hands them over as [batch, 1].
-    labels = tf.reshape(tf.cast(labels, tf.int64), tf.shape(predictions))
-    return tf.cast(tf.equal(predictions, labels), tf.float32)
+    return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
 {%- if cookiecutter.task == "image" %}
 
 
