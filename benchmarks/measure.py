@@ -76,12 +76,12 @@ def measure(package, workdir, quick):
 
     import tensorflow as tf
 
-    checkpointing, data, doctor = module("checkpointing"), module("data"), module("doctor")
-    engine_fit, training = module("engine_fit"), module("training")
+    data, doctor, engine_fit = module("data"), module("doctor"), module("engine_fit")
+    sources, training = module("sources"), module("training")
 
     small, large = workdir / f"{task}-data-1x", workdir / f"{task}-data-20x"
-    data.make_data(small, num_files=4, examples=startup_examples)
-    data.make_data(large, num_files=4, examples=20 * startup_examples)
+    sources.make_data(small, num_files=4, examples=startup_examples)
+    sources.make_data(large, num_files=4, examples=20 * startup_examples)
     config = module("config").TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
     examples = tf.data.Dataset.from_tensor_slices(problem.sample_examples(examples_per_epoch, 0))
@@ -140,27 +140,22 @@ def measure(package, workdir, quick):
         }
     )
 
-    # A checkpoint save against the training steps it costs.
+    # A checkpoint save against the training steps it costs: the checkpoints a
+    # run's controller is handed (training.build_controller).
+    plan = training.plan_run(config, strategy)
     engine = build_engine("custom")
-    progress = checkpointing.Progress(
-        strategy, dict.fromkeys(checkpointing.DATA_STREAM_KEYS, 0)
-    )
-    saver = checkpointing.Checkpoints(
-        {"model": engine.model, "optimizer": engine.optimizer},
-        progress,
-        workdir / f"{task}-runs",
-        workdir / f"{task}-runs",
-    )
+    checkpoints = training.build_controller(
+        config, strategy, plan, engine, str(workdir / f"{task}-runs")
+    ).checkpoints
     save_seconds = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        saver.save()
+        checkpoints.save()
         save_seconds = min(save_seconds, time.perf_counter() - start)
-        progress.global_step.assign_add(1)
+        checkpoints.progress.global_step.assign_add(1)
     step_seconds = global_batch / rate["custom"]
 
     # The first batch of an epoch resumed at its last step vs at its first.
-    plan = data.plan_run(config, strategy)
 
     def first_batch_seconds(first_step):
         best = float("inf")

@@ -283,6 +283,13 @@ CONDITIONAL_FILES = {
     "LICENSE": lambda o: o["license"] != "Proprietary",
 }
 
+# Files whose whole content one option chooses: path -> that option. The file
+# in the template only includes templates/<its name>/<the option's value>.py,
+# so each variant is a whole module, not lines inside a shared one.
+VARIANT_FILES = {
+    "src/PKG/sources.py": "data_source",
+}
+
 ALWAYS_FILES = (
     ".gitignore",
     ".pre-commit-config.yaml",
@@ -297,6 +304,7 @@ ALWAYS_FILES = (
     "src/PKG/config.py",
     "src/PKG/strategy.py",
     "src/PKG/data.py",
+    "src/PKG/sources.py",
     "src/PKG/compat.py",
     "src/PKG/task.py",
     "src/PKG/optimizer.py",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import bake, code_combinations, combination_id, hook_error, leftovers
+from conftest import ROOT, bake, code_combinations, combination_id, hook_error, leftovers
 
 import rules
 
@@ -35,6 +35,18 @@ def test_the_matrix_is_what_the_rules_say():
     assert len(refused) == 2 * 3 * 2 * 2 * 3
     for option in ("ci_provider", "license"):
         assert {c[option] for c in COMBINATIONS} == set(rules.CHOICES[option])
+
+
+def test_each_variant_file_includes_one_module_per_value_of_its_option():
+    for path, option in rules.VARIANT_FILES.items():
+        name = Path(path).stem
+        in_template = ROOT / "{{cookiecutter.project_slug}}" / path.replace(
+            "src/PKG", "src/{{cookiecutter.package_name}}"
+        )
+        include = f'{{% include "{name}/" ~ cookiecutter.{option} ~ ".py" %}}'
+        assert in_template.read_text(encoding="utf-8") == include
+        variants = {variant.stem for variant in (ROOT / "templates" / name).glob("*.py")}
+        assert variants == set(rules.CHOICES[option]), path
 
 
 def project_files(project):

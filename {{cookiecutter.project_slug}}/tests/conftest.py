@@ -35,8 +35,8 @@ import pytest  # noqa: E402
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.data import make_data  # noqa: E402
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
+from {{ cookiecutter.package_name }}.sources import make_data  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}

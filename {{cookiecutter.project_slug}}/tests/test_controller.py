@@ -11,10 +11,10 @@ import pytest
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import controller, data
-from {{ cookiecutter.package_name }}.controller import Controller, Preempted, TrainingError
-from {{ cookiecutter.package_name }}.data import plan_run
+from {{ cookiecutter.package_name }}.controller import Preempted, TrainingError
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import build_model
+from {{ cookiecutter.package_name }}.training import build_controller, plan_run
 
 STEPS_PER_EPOCH = 10
 EPOCHS = 2
@@ -82,7 +82,7 @@ def run(one_device, sgd_config, caplog):
         caplog.clear()
         plan = plan_run(config, one_device)
         try:
-            outcome = Controller(one_device, engine, plan, config, config.model_dir).run()
+            outcome = build_controller(config, one_device, plan, engine, config.model_dir).run()
         except (Killed, Preempted) as stopped:
             outcome = stopped
         return outcome, engine, caplog.messages
@@ -192,7 +192,7 @@ def test_one_pipeline_serves_every_epoch_without_rereading(one_device, sgd_confi
     config = sgd_config("streamed", 32, epochs=8, steps_per_epoch=16, steps_per_call=4)
     engine = StubEngine(one_device)
     plan = plan_run(config, one_device)
-    summary = Controller(one_device, engine, plan, config, config.model_dir).run()
+    summary = build_controller(config, one_device, plan, engine, config.model_dir).run()
     assert summary["global_step"] == len(engine.batches_seen) == 8 * 16
     assert len(produced) == 8 * 16  # each batch read once, none skipped
 

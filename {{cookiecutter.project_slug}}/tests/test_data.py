@@ -26,9 +26,14 @@ def source(count, kind=RowIndices):
     return kind(*sample_examples(count, seed=0))
 
 
-def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None):
+def plan_for(count, global_batch_size, steps_per_epoch=None, evaluation=None, replicas=1):
+    """A plan for `replicas` replicas on one worker (the global batch split among them)."""
     return make_plan(
-        source(count), evaluation or source(8), global_batch_size, steps_per_epoch=steps_per_epoch
+        source(count),
+        evaluation or source(8),
+        global_batch_size // replicas,
+        replicas,
+        steps_per_epoch=steps_per_epoch,
     )
 
 
@@ -56,25 +61,36 @@ def test_one_pass_is_every_full_global_batch_once():
 
 
 def test_each_replica_gets_its_share_of_the_global_batch(two_replicas):
-    plan = plan_for(128, 32)
+    plan = plan_for(128, 32, replicas=2)
     for features, labels in training_input(two_replicas, plan, seed=0, epoch=0):
         local = two_replicas.experimental_local_results(features)
         assert [part.shape[0] for part in local] == [16, 16]
         assert sum(part.shape[0] for part in two_replicas.experimental_local_results(labels)) == 32
 
 
+def test_a_plan_made_for_other_replicas_is_refused(two_replicas):
+    # Its per-replica batch would be the whole global batch on each replica.
+    with pytest.raises(
+        DataError,
+        match=r"^the plan is for 1 worker\(s\) and 1 replica\(s\), the"
+        r" strategy has 1 and 2 - plan with training.plan_run",
+    ):
+        training_input(two_replicas, plan_for(128, 32), seed=0, epoch=0)
+
+
 def test_two_replicas_together_see_the_one_device_batches(two_replicas):
     """Replica shares of step S, together, are global batch S of the one-device order."""
-    plan = plan_for(128, 32)
+    on_replicas, on_one_device = plan_for(128, 32, replicas=2), plan_for(128, 32)
     together = [
         sorted(
             row
             for part in two_replicas.experimental_local_results(features)
             for row in part.numpy().tolist()
         )
-        for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
+        for features, _ in training_input(two_replicas, on_replicas, seed=3, epoch=1)
     ]
-    alone = [sorted(batch) for batch in rows(worker_batches(plan, seed=3, epoch=1, first_step=0))]
+    alone = rows(worker_batches(on_one_device, seed=3, epoch=1, first_step=0))
+    alone = [sorted(batch) for batch in alone]
     assert together == alone
 
 
@@ -112,8 +128,8 @@ def test_each_worker_parses_only_its_share_of_the_evaluation_set():
     # In-memory data shards by DATA: every worker reads every record, and each
     # parses its slice of every global batch only. 2 workers x 2 replicas x 8:
     # 70 examples are 2 global batches of 32 and a short one of 6.
-    plan = make_plan(source(64), source(70), 32, num_workers=2)
-    shares = [rows(evaluation_batches(plan, worker, 2, 8)) for worker in (0, 1)]
+    plan = make_plan(source(64), source(70), 8, replicas=4, num_workers=2)
+    shares = [rows(evaluation_batches(plan, worker)) for worker in (0, 1)]
     assert [len(batches) for batches in shares] == [6, 6]  # 3 global batches x 2 replicas
     assert shares[0][4:] == [[64, 65, 66, 67, 68, 69], []]  # worker 0 holds the short rest
     assert shares[1][4:] == [[], []]
@@ -136,6 +152,7 @@ def test_augmentation_is_the_same_on_any_number_of_replicas_and_after_a_resume(t
     """Each example's crop and flip come from (seed, pass, position): not from the
     replica that reads it, nor from where the run started."""
     plan = make_plan(source(256, ArraySource), source(8, ArraySource), 64)
+    on_replicas = make_plan(source(256, ArraySource), source(8, ArraySource), 32, replicas=2)
 
     def step_images(batches):
         return [sorted(image.tobytes() for image in features.numpy()) for features, _ in batches]
@@ -148,7 +165,7 @@ def test_augmentation_is_the_same_on_any_number_of_replicas_and_after_a_resume(t
             for part in two_replicas.experimental_local_results(features)
             for image in part.numpy()
         )
-        for features, _ in training_input(two_replicas, plan, seed=3, epoch=1)
+        for features, _ in training_input(two_replicas, on_replicas, seed=3, epoch=1)
     ]
     assert together == alone
     # Another pass, other crops of the same images.

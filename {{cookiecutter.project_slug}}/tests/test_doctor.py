@@ -168,8 +168,8 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     # A second per batch, one batch at a time: 16 examples/s, far below the step's
     # rate even on a busy machine (the image step measured 260 examples/s beside
     # the other test worker); few batches keep it short.
-    slow = parsing_also(data.load_sources, a_second_later)
-    monkeypatch.setattr(data, "load_sources", slow)
+    slow = parsing_also(training.load_sources, a_second_later)
+    monkeypatch.setattr(training, "load_sources", slow)
     monkeypatch.setattr(doctor, "INPUT_STEPS", 2)
     _, plan = doctor.check_dataset(config, two_replicas)
     with pytest.raises(doctor.CheckWarning) as warning:
@@ -323,7 +323,7 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
 
 def undistributed_batches(strategy, plan, seed):
     """Whole global batches, not split across the replicas."""
-    return iter(worker_batches(plan, seed, epoch=0, first_step=0))
+    return iter(worker_batches(probe.on_one_device(plan), seed, epoch=0, first_step=0))
 
 
 def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):

@@ -27,7 +27,9 @@ def batches_of(source, global_batch_size):
 
 
 def distributed(strategy, source, global_batch_size):
-    return evaluation_input(strategy, make_plan(source, source, global_batch_size))
+    replicas = strategy.num_replicas_in_sync
+    plan = make_plan(source, source, global_batch_size // replicas, replicas)
+    return evaluation_input(strategy, plan)
 
 
 def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_device):

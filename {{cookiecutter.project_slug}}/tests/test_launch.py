@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import LOOPS, REPLICAS, assert_same_weights, read_json{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
-{% if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.data import make_data
-{%- endif %}
+
 from {{ cookiecutter.package_name }}.launch import (
     LaunchError,
     free_ports,
@@ -26,6 +24,9 @@ from {{ cookiecutter.package_name }}.launch import (
     worker_gpus,
     worker_tf_configs,
 )
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.sources import make_data
+{%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 
 WORKERS = 2

@@ -17,10 +17,10 @@ from {{ cookiecutter.package_name }} import engine_custom, engine_fit
 from {{ cookiecutter.package_name }} import engine_{{ cookiecutter.training_loop }}
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.data import load_sources, make_plan, training_input
+from {{ cookiecutter.package_name }}.data import training_input
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 from {{ cookiecutter.package_name }}.task import build_model
-from {{ cookiecutter.package_name }}.training import build_engine
+from {{ cookiecutter.package_name }}.training import build_engine, plan_run
 
 PER_REPLICA_BATCH = 8
 # Where each engine looks up the model builder.
@@ -84,9 +84,8 @@ def test_overflow_on_one_replica_skips_the_step_everywhere(
     )
     monkeypatch.setattr(ENGINE_MODULES[loop], "build_model", overflowing_model(replica))
     set_precision_policy(True)
-    global_batch = PER_REPLICA_BATCH * REPLICAS
-    engine = build_engine(config, two_replicas, global_batch)
-    plan = make_plan(*load_sources(config), global_batch)
+    plan = plan_run(config, two_replicas)
+    engine = build_engine(config, two_replicas, plan.global_batch_size)
     before, scale = trainable_weights(engine.model), loss_scale(engine.optimizer)
     iterator = iter(training_input(two_replicas, plan, config.seed, epoch=0))
     engine.train(iterator, tf.constant(1))

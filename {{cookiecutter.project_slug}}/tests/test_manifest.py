@@ -12,7 +12,6 @@ import tensorflow as tf
 from conftest import {% if cookiecutter.task == "image" %}truncated_jpeg_record, {% endif %}write_shards
 
 from {{ cookiecutter.package_name }} import manifest
-from {{ cookiecutter.package_name }}.data import make_data
 from {{ cookiecutter.package_name }}.manifest import (
     ManifestError,
     first_corrupt_file,
@@ -20,6 +19,7 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
+from {{ cookiecutter.package_name }}.sources import make_data
 {% if cookiecutter.task == "image" -%}
 from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, encode
 {% else -%}

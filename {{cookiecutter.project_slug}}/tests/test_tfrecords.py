@@ -8,18 +8,16 @@ import pytest
 import tensorflow as tf
 from conftest import write_shards
 
-from {{ cookiecutter.package_name }} import data
+from {{ cookiecutter.package_name }} import sources as project_sources
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
     DataError,
-    RecordSource,
     evaluation_batches,
     evaluation_policy,
-    load_sources,
-    make_data,
     make_plan,
     worker_batches,
 )
+from {{ cookiecutter.package_name }}.sources import RecordSource, load_sources, make_data
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, parse_batch, sample_examples
 {%- else %}
@@ -53,7 +51,7 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     make_data(tmp_path, num_files=3, examples=90, seed=5)
     train, evaluation = sources(tmp_path)
     assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
-    plan = make_plan(*record_sources(tmp_path), global_batch_size=30)
+    plan = make_plan(*record_sources(tmp_path), per_replica_batch_size=30)
     encoded, labels = stored_examples(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
     expected_images, expected_labels = sample_examples(90, seed=5)
     originals = expected_images.reshape(90, -1).astype("float32")
@@ -111,7 +109,7 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     make_data(tmp_path, num_files=3, examples=90, seed=5)
     train, evaluation = sources(tmp_path)
     assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
-    plan = make_plan(train, evaluation, global_batch_size=30)
+    plan = make_plan(train, evaluation, per_replica_batch_size=30)
     batches = [(f.numpy(), y.numpy()) for f, y in worker_batches(plan, 0, 0, 0)]
     features, labels = zip(*batches, strict=True)
     features, labels = np.concatenate(features), np.concatenate(labels)
@@ -132,9 +130,10 @@ def test_parse_batch_parses_a_batch_of_records(tmp_path):
 
 def test_files_are_shuffled_per_epoch(tmp_path, monkeypatch):
     """Pass p starts with a file chosen by seed + p, not always the first file."""
-    monkeypatch.setattr(data, "SHUFFLE_RECORDS", 1)  # records in file order: files alone decide
+    # Records in file order: the files alone decide.
+    monkeypatch.setattr(project_sources, "SHUFFLE_RECORDS", 1)
     make_data(tmp_path, num_files=8, examples=8 * 64)
-    plan = make_plan(*record_sources(tmp_path), global_batch_size=64)
+    plan = make_plan(*record_sources(tmp_path), per_replica_batch_size=64)
     firsts = {examples_of(worker_batches(plan, 0, epoch, 0))[0] for epoch in range(6)}
     assert len(firsts) > 1
 
@@ -154,12 +153,15 @@ def test_every_worker_has_its_steps_and_no_example_twice(
     tmp_path, counts, workers, per_replica, replicas, policy
 ):
     write_shards(tmp_path, counts)
-    global_batch = per_replica * replicas * workers
-    plan = make_plan(*record_sources(tmp_path), global_batch, num_workers=workers)
+    plan = make_plan(
+        *record_sources(tmp_path), per_replica, replicas=replicas * workers, num_workers=workers
+    )
+    global_batch = plan.global_batch_size
+    assert global_batch == per_replica * replicas * workers
     assert plan.shards.policy.name == policy
     seen = []
     for worker in range(workers):
-        batches = list(worker_batches(plan, 7, 0, 0, worker, workers, per_replica))
+        batches = list(worker_batches(plan, 7, 0, 0, worker))
         # Exactly the planned steps, each with one full batch per local replica.
         assert [len(f) for f, _ in batches] == [per_replica] * (plan.steps_per_epoch * replicas)
         seen += examples_of(batches)
@@ -176,7 +178,7 @@ def test_evaluation_shards_by_file_only_on_an_even_split():
 
 def test_evaluation_reads_every_example_once(tmp_path):
     make_data(tmp_path, num_files=2, examples=120)  # 30 eval examples
-    plan = make_plan(*sources(tmp_path), global_batch_size=8)
+    plan = make_plan(*sources(tmp_path), per_replica_batch_size=8)
     assert [len(f) for f, _ in evaluation_batches(plan)] == [8, 8, 8, 6]
 
 

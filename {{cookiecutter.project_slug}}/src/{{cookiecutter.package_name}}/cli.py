@@ -339,7 +339,7 @@ def run_gpu_smoke(args):
 
 
 def run_make_data(args):
-    from {{ cookiecutter.package_name }}.data import make_data
+    from {{ cookiecutter.package_name }}.sources import make_data
 
     make_data(args.output_dir, args.num_files, args.examples, args.seed)
     return 0

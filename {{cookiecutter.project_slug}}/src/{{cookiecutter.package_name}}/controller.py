@@ -18,9 +18,6 @@ import json
 import logging
 import math
 import os
-{%- if cookiecutter.data_source == "tfrecord" %}
-import re
-{%- endif %}
 import signal
 import threading
 import time
@@ -28,20 +25,8 @@ import time
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError
-from {{ cookiecutter.package_name }}.checkpointing import (
-    FINAL_WEIGHTS,
-    Checkpoints,
-    Progress,
-    fingerprint,
-    remove_worker_dir,
-    worker_dir,
-)
+from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
-from {{ cookiecutter.package_name }}.data import {% if cookiecutter.data_source == "tfrecord" %}DataError, {% endif %}evaluation_input, training_input
-from {{ cookiecutter.package_name }}.evaluation import make_evaluator
-{%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.manifest import data_loss_reason, first_corrupt_file
-{%- endif %}
 from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
@@ -55,12 +40,6 @@ PREEMPTED_EXIT_STATUS = 143
 SLOW_CALL_SECONDS = 60.0
 
 
-{%- if cookiecutter.data_source == "tfrecord" %}
-# The ops whose InvalidArgumentError means a record that does not parse or decode.
-INPUT_OP_ERROR = re.compile(r"ParseExample|Decode\w*Jpeg|DecodeImage|jpeg|JPEG")
-{%- endif %}
-
-
 class TrainingError(TrainerError):
     pass
 
@@ -70,34 +49,43 @@ class Preempted(Exception):
 
 
 class Controller:
-    def __init__(self, strategy, engine, plan, config, model_dir):
+    """Runs a training job from its parts, built elsewhere (training.build_controller):
+
+    engine          runs the next k steps (its model and optimizer are trained)
+    plan            the data plan: global batch, steps per epoch, the sources
+    config          the run's settings (epochs, checkpoint interval, steps per call)
+    checkpoints     restores and saves the model, optimizer and `progress`
+    evaluate        () -> (eval loss, eval metric), over the whole evaluation set
+    training_input  (epoch, first step, epochs) -> the distributed training batches
+    summary_writer  where the TensorBoard scalars go
+    model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
+    """
+
+    def __init__(
+        self,
+        strategy,
+        engine,
+        plan,
+        config,
+        *,
+        checkpoints,
+        evaluate,
+        training_input,
+        summary_writer,
+        model_dir,
+        write_dir,
+    ):
         self.strategy = strategy
         self.engine = engine
         self.plan = plan
         self.config = config
+        self.checkpoints = checkpoints
+        self.progress = checkpoints.progress
+        self.evaluate = evaluate
+        self.training_input = training_input
+        self.summary_writer = summary_writer
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
-        self.write_dir = worker_dir(self.model_dir, strategy)
-        self.progress = Progress(
-            strategy,
-            {
-                "global_batch_size": plan.global_batch_size,
-                "workers": worker_count(strategy),
-                "steps_per_pass": plan.shards.steps_per_pass,
-                "steps_per_epoch": plan.steps_per_epoch,
-                "seed": config.seed,
-            },
-        )
-        self.checkpoints = Checkpoints(
-            {"model": engine.model, "optimizer": engine.optimizer},
-            self.progress,
-            self.model_dir,
-            self.write_dir,
-        )
-        self.evaluate = make_evaluator(
-            strategy,
-            engine.model,
-            evaluation_input(strategy, plan),
-        )
+        self.write_dir = write_dir
         self.weights_finite = make_finite_check(engine.model.trainable_variables)
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
@@ -113,21 +101,13 @@ class Controller:
             else:
                 self.progress.check_data_stream(self.checkpoints.restore_dir)
                 log.info("resumed from epoch %d step %d", *resumed_from)
-            writer = tf.summary.create_file_writer(os.path.join(self.write_dir, "logs"))
-            with PreemptionWatch(self.strategy) as preemption, writer.as_default():
+            with PreemptionWatch(self.strategy) as preemption, self.summary_writer.as_default():
                 epoch, step = self.progress.position
                 if epoch < self.config.epochs:
                     # One pipeline for the rest of the run: an epoch continues the
                     # stream where the last one stopped, and the skip to a position
                     # is paid once, on a resume.
-                    batches = training_input(
-                        self.strategy,
-                        self.plan,
-                        self.config.seed,
-                        epoch,
-                        step,
-                        epochs=self.config.epochs - epoch,
-                    )
+                    batches = self.training_input(epoch, step, self.config.epochs - epoch)
                     iterator = iter(batches)
                 while self.progress.position[0] < self.config.epochs:
                     self.train_epoch(iterator, preemption)
@@ -143,22 +123,15 @@ class Controller:
         while step < steps:
             count = self.next_call_size(step)
             started = time.perf_counter()
-{%- if cookiecutter.data_source == "tfrecord" %}
             try:
                 loss, metric = self.engine.train(iterator, tf.constant(count))
                 loss = float(loss)  # the host waits here, once per call
-            except tf.errors.DataLossError as err:
-                raise self.corrupt_record(err, epoch, step) from None
-            except tf.errors.InvalidArgumentError as err:
-                # Only an input op's error sends us reading the data (a model's shape
-                # error must not wait for a scan of hundreds of GB).
-                if not INPUT_OP_ERROR.search(str(err)):
+            except tf.errors.OpError as err:
+                # The source tells a bad record (and names its file) from other errors.
+                named = self.plan.train.read_error(err, epoch, step)
+                if named is None:
                     raise
-                raise self.corrupt_record(err, epoch, step) from None
-{%- else %}
-            loss, metric = self.engine.train(iterator, tf.constant(count))
-            loss = float(loss)  # the host waits here, once per call
-{%- endif %}
+                raise named from None
             check_finite(loss, epoch, step + count)
             seconds = time.perf_counter() - started
             if self.seconds_to_first_step is None:
@@ -205,29 +178,6 @@ class Controller:
         self.last_eval = self.evaluate()
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
 
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-    def corrupt_record(self, err, epoch, step):
-        """A record failed its checksum or did not parse{% if cookiecutter.task == "image" %} or decode{% endif %} mid-run (the file
-        changed after `index`, or an older version indexed it): find the file,
-        reading the training files in order as `index` does, and say which it is;
-        the error to raise. No checkpoint is written after the error."""
-        if isinstance(err, tf.errors.DataLossError):
-            reason = data_loss_reason(err)
-        else:
-            reason = "a record that does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}"
-        log.warning("a training record is corrupt (%s): looking for its file", reason)
-        path = first_corrupt_file(list(self.plan.train.files))
-        if path is None and isinstance(err, tf.errors.InvalidArgumentError):
-            return err  # every file reads: the data is not the cause, the error stands
-        where = path or f"one of the training files in {self.config.data_dir}"
-        return DataError(
-            f"{where} has a corrupt record ({reason}) at epoch {epoch + 1}"
-            f" step {step} - restore or regenerate it and run `{{ cookiecutter.project_slug }} index"
-            f" --data-dir {self.config.data_dir}`; the last checkpoint is intact"
-        )
-{%- endif %}
-
     @property
     def global_step(self):
         return int(self.progress.global_step.numpy())
@@ -273,7 +223,7 @@ class Controller:
             "workers": worker_count(self.strategy),
             "loop": self.engine.name,
             "keras_package": KERAS_PACKAGE,
-            "per_replica_batch_size": self.config.per_replica_batch_size,
+            "per_replica_batch_size": self.plan.per_replica_batch_size,
             "global_batch_size": self.plan.global_batch_size,
             "epochs": self.config.epochs,
             "steps_per_epoch": self.plan.steps_per_epoch,

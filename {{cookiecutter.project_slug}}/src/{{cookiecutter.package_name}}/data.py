@@ -1,15 +1,9 @@
 """Training and evaluation input: planned from record counts, read by each worker.
-{% if cookiecutter.data_source == "tfrecord" %}
-The data is TFRecord shards (their format: task.py) listed in the data
-directory's manifest with their record counts (manifest.py). To train on your
-own data, write it in that format (or change the format in task.py) and run
-`index`. Planning reads the manifest, never the data, so start-up does
-not grow with the data set.
-{%- else %}
-The data is the task's seeded sample (task.sample_examples), held in memory.
-To train on your own arrays, return them from `load_sources`; for data that does not fit in memory,
-bake the project with data_source=tfrecord.
-{%- endif %}
+
+Where the data is and how a record is read is the project's source (sources.py);
+this module plans and reads any source that gives record counts, `records` and
+`parse` (the Source protocol; ArraySource below: arrays in memory).
+
 Each example gets a key of its own drawn from (seed, pass, position) for the
 task's augmentation, so augmentation is part of that pure function.
 
@@ -31,38 +25,36 @@ keeping every W-th record (DATA).
 import dataclasses
 import heapq
 import logging
+import typing
 
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, manifest, task, tfrecords{% else %}, task{% endif %}
-from {{ cookiecutter.package_name }}.strategy import global_batch_size, worker_count
+from {{ cookiecutter.package_name }} import TrainerError, task
 
 log = logging.getLogger(__name__)
 
-{%- if cookiecutter.data_source == "synthetic" %}
-{%- if cookiecutter.task == "image" %}
-TRAIN_EXAMPLES = 2048
-EVAL_EXAMPLES = 512
-{%- else %}
-TRAIN_EXAMPLES = 4096
-EVAL_EXAMPLES = 1024
-{%- endif %}
-{%- endif %}
-{%- if cookiecutter.data_source == "tfrecord" %}
-# Files read at once by each worker's pipeline.
-READ_PARALLELISM = 16
-# The record shuffle buffer holds serialized records, at most this many bytes of
-# them (and at most SHUFFLE_RECORDS): filling it is start-up time and host memory.
-SHUFFLE_BYTES = 256 * 2**20
-SHUFFLE_RECORDS = 10_000
-{%- endif %}
 DATA = tf.data.experimental.AutoShardPolicy.DATA
 FILE = tf.data.experimental.AutoShardPolicy.FILE
 
 
 class DataError(TrainerError):
     pass
+
+
+class Source(typing.Protocol):
+    """What planning and the pipelines need of a data source."""
+
+    counts: tuple[int, ...]  # records per file: all the planning reads
+
+    def records(self, files, seed=None) -> tf.data.Dataset:
+        """The records of `files` (indices), unparsed; with a seed, shuffled."""
+
+    def parse(self, records, keys=None):
+        """A batch of records -> (inputs, labels); `keys`: training's augmentation keys."""
+
+    def read_error(self, err, epoch, step) -> Exception | None:
+        """What to stop with when a training step failed with `err` (None: not the data)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -86,93 +78,10 @@ class ArraySource:
         """The rows' examples, prepared by the task (training: with their keys)."""
         inputs, labels = tf.gather(self.features, rows), tf.gather(self.labels, rows)
         return task.prepare_batch(inputs, keys), labels
-{%- if cookiecutter.data_source == "tfrecord" %}
 
-
-@dataclasses.dataclass(frozen=True)
-class RecordSource:
-    """TFRecord shards. A record is a serialized example; parsing takes a batch."""
-
-    files: tuple[str, ...]
-    counts: tuple[int, ...]
-    bytes: int
-{%- if cookiecutter.task == "image" %}
-    # Subtracted from every stored label (1 for 1-based labels).
-    label_offset: int = 0
-{%- endif %}
-
-    def records(self, files, seed=None):
-        """The records of `files` (indices); with a seed, files and records shuffled."""
-        paths = tf.data.Dataset.from_tensor_slices([self.files[index] for index in files])
-        if seed is not None:
-            paths = paths.shuffle(len(files), seed=seed)
-        # Several files at once. deterministic=True: the order must be a function of
-        # the seed, for exact resume and because DATA sharding has every worker keep
-        # every W-th record of the same sequence.
-        records = paths.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=min(len(files), READ_PARALLELISM),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        )
-        return records if seed is None else records.shuffle(self.shuffle_buffer(), seed=seed)
-
-    def shuffle_buffer(self):
-        record_bytes = max(self.bytes // max(sum(self.counts), 1), 1)
-        return max(1, min(SHUFFLE_RECORDS, SHUFFLE_BYTES // record_bytes))
-
-    def parse(self, records, keys=None):
-        """A batch of records, parsed by the task (training: with their keys)."""
-{%- if cookiecutter.task == "image" %}
-        inputs, labels = task.parse_batch(records, keys)
-        return inputs, labels - self.label_offset
-{%- else %}
-        return task.parse_batch(records, keys)
-{%- endif %}
-
-
-def make_data(output_dir, num_files, examples, seed=0):
-    """A sample data set in the format `train` reads: train and eval shards, indexed."""
-    if num_files < 1 or examples < num_files:
-        raise DataError(
-            f"--num-files {num_files} --examples {examples}: need at least one file"
-            " and one example per file - raise --examples or lower --num-files"
-        )
-    tf.io.gfile.makedirs(str(output_dir))
-    tfrecords.write_split(output_dir, "train", *task.sample_examples(examples, seed), num_files)
-    eval_count = max(examples // 4, 1)
-    tfrecords.write_split(output_dir, "eval", *task.sample_examples(eval_count, seed + 1), 1)
-    manifest.index(str(output_dir))
-    log.info("wrote %d train and %d eval examples to %s", examples, eval_count, output_dir)
-{%- endif %}
-
-
-def load_sources(config):
-    """The training and evaluation sources."""
-{%- if cookiecutter.data_source == "synthetic" %}
-    del config  # the synthetic task takes no settings
-    return (
-        ArraySource(*task.sample_examples(TRAIN_EXAMPLES, seed=0)),
-        ArraySource(*task.sample_examples(EVAL_EXAMPLES, seed=1)),
-    )
-{%- else %}
-{%- if cookiecutter.task == "image" %}
-    splits = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
-{%- else %}
-    splits = manifest.load(config.data_dir, task.INPUT_SHAPE, task.NUM_CLASSES)
-{%- endif %}
-    return tuple(
-        RecordSource(
-            files=tuple(shard.path for shard in splits[split]),
-            counts=tuple(shard.records for shard in splits[split]),
-            bytes=sum(shard.bytes for shard in splits[split]),
-{%- if cookiecutter.task == "image" %}
-            label_offset=config.label_offset,
-{%- endif %}
-        )
-        for split in ("train", "eval")
-    )
-{%- endif %}
+    def read_error(self, err, epoch, step):
+        """Rows in memory: a failed step is never a bad record."""
+        del err, epoch, step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,39 +166,32 @@ def evaluation_policy(counts, num_workers):
     """Evaluation keeps every example, so a worker with fewer batches than the
     others would stall them: whole files per worker (FILE) only when the files
     split the examples evenly, else DATA."""
-{%- if cookiecutter.data_source == "synthetic" %}
-    del counts, num_workers
-    return DATA  # in-memory rows: nothing to shard by but the rows
-{%- else %}
     shares = [sum(counts[worker::num_workers]) for worker in range(num_workers)]
     if len(counts) % num_workers == 0 and len(set(shares)) == 1:
         return FILE
     return DATA
-{%- endif %}
 
 
 @dataclasses.dataclass
 class RunPlan:
-    """What the data looks like for this strategy, checked before training."""
+    """What the data looks like for this strategy, checked before training. The
+    batch sizes are decided here, once: every pipeline and engine reads them."""
 
-    global_batch_size: int
+    per_replica_batch_size: int
+    replicas: int  # in sync, over all workers
+    global_batch_size: int  # per_replica_batch_size x replicas
     steps_per_epoch: int
     shards: ShardPlan
-    train: {% if cookiecutter.data_source == "tfrecord" %}RecordSource | {% endif %}ArraySource
-    evaluation: {% if cookiecutter.data_source == "tfrecord" %}RecordSource | {% endif %}ArraySource
+    train: Source
+    evaluation: Source
     evaluation_policy: tf.data.experimental.AutoShardPolicy
 
 
-def plan_run(config, strategy):
-    """The run's plan, from the record counts alone (no record is read)."""
-    batch = global_batch_size(strategy, config.per_replica_batch_size)
-    workers = worker_count(strategy)
-    train, evaluation = load_sources(config)
-    return make_plan(train, evaluation, batch, workers, config.steps_per_epoch)
-
-
-def make_plan(train, evaluation, global_batch_size, num_workers=1, steps_per_epoch=None):
+def make_plan(
+    train, evaluation, per_replica_batch_size, replicas=1, num_workers=1, steps_per_epoch=None
+):
     """Check the sizes and plan the sharding; steps_per_epoch None: one pass."""
+    global_batch_size = per_replica_batch_size * replicas
     if sum(evaluation.counts) == 0:
         raise DataError("the evaluation data is empty - give it at least one example")
     shards = plan_shards(train.counts, num_workers, global_batch_size)
@@ -302,6 +204,8 @@ def make_plan(train, evaluation, global_batch_size, num_workers=1, steps_per_epo
             policy.name,
         )
     return RunPlan(
+        per_replica_batch_size=per_replica_batch_size,
+        replicas=replicas,
         global_batch_size=global_batch_size,
         steps_per_epoch=steps_per_epoch or shards.steps_per_pass,
         shards=shards,
@@ -316,9 +220,7 @@ def batch_records(records, per_replica_batch_size):
     return records.batch(per_replica_batch_size, drop_remainder=True)
 
 
-def worker_batches(
-    plan, seed, epoch, first_step, worker=0, num_workers=1, per_replica_batch_size=None, epochs=1
-):
+def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1):
     """Worker `worker`'s per-replica batches from step `first_step` of `epoch` to the
     end of `epochs` epochs: each step takes one batch per replica of this worker.
 
@@ -327,9 +229,9 @@ def worker_batches(
     rest of a run, so that is paid once when it starts: never at an epoch start,
     and only on a resume (a fresh run starts at a pass's start).
     """
-    per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
     shards = plan.shards
-    batches_per_step = plan.global_batch_size // num_workers // per_replica_batch_size
+    num_workers = shards.num_workers
+    batches_per_step = plan.replicas // num_workers  # this worker's replicas
     files = shards.worker_files[worker]
     first_pass, offset = divmod(epoch * plan.steps_per_epoch + first_step, shards.steps_per_pass)
 
@@ -337,7 +239,7 @@ def worker_batches(
         records = plan.train.records(files, seed=seed + index)
         if shards.policy == DATA:
             records = records.shard(num_workers, worker)
-        batches = batch_records(records.enumerate(), per_replica_batch_size).map(
+        batches = batch_records(records.enumerate(), plan.per_replica_batch_size).map(
             lambda positions, batch: (
                 example_keys(seed + index, positions, worker, num_workers),
                 batch,
@@ -367,27 +269,24 @@ def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1):
     on, one pipeline per worker."""
 
     def dataset_fn(context):
-        planned = plan.shards.num_workers
-        if plan.shards.policy == FILE and context.num_input_pipelines != planned:
-            raise DataError(
-                f"the plan shards files for {planned} workers, the strategy has"
-                f" {context.num_input_pipelines} - plan with plan_run(config, strategy)"
-            )
-        return worker_batches(
-            plan,
-            seed,
-            epoch,
-            first_step,
-            context.input_pipeline_id,
-            context.num_input_pipelines,
-            context.get_per_replica_batch_size(plan.global_batch_size),
-            epochs,
-        )
+        check_planned_for(plan, context)
+        return worker_batches(plan, seed, epoch, first_step, context.input_pipeline_id, epochs)
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
-def evaluation_batches(plan, worker=0, num_workers=1, per_replica_batch_size=None):
+def check_planned_for(plan, context):
+    """A plan fits one strategy: its workers and replicas decide every batch."""
+    planned = (plan.shards.num_workers, plan.replicas)
+    if (context.num_input_pipelines, context.num_replicas_in_sync) != planned:
+        raise DataError(
+            f"the plan is for {planned[0]} worker(s) and {planned[1]} replica(s), the"
+            f" strategy has {context.num_input_pipelines} and {context.num_replicas_in_sync}"
+            " - plan with training.plan_run(config, strategy)"
+        )
+
+
+def evaluation_batches(plan, worker=0):
     """Worker `worker`'s share of the evaluation set, in order: per-replica batches,
     one per replica of the worker for each global batch. Every example counts
     once: the last global batch is short, so a replica's share may be short or
@@ -397,7 +296,8 @@ def evaluation_batches(plan, worker=0, num_workers=1, per_replica_batch_size=Non
     A worker parses only its own share: its files (FILE), or its slice of each
     global batch of serialized records (DATA), cut before parsing.
     """
-    per_replica_batch_size = per_replica_batch_size or plan.global_batch_size
+    num_workers = plan.shards.num_workers
+    per_replica_batch_size = plan.per_replica_batch_size
     worker_batch = plan.global_batch_size // num_workers
     source = plan.evaluation
     if plan.evaluation_policy == FILE:
@@ -409,7 +309,7 @@ def evaluation_batches(plan, worker=0, num_workers=1, per_replica_batch_size=Non
         shares = records.batch(plan.global_batch_size).map(
             lambda batch: batch[start : start + worker_batch]
         )
-    replicas = worker_batch // per_replica_batch_size
+    replicas = plan.replicas // num_workers
     batches = shares.flat_map(
         lambda share: tf.data.Dataset.range(replicas).map(
             lambda replica: share[
@@ -424,11 +324,7 @@ def evaluation_input(strategy, plan):
     """The distributed evaluation batches, one pipeline per worker."""
 
     def dataset_fn(context):
-        return evaluation_batches(
-            plan,
-            context.input_pipeline_id,
-            context.num_input_pipelines,
-            context.get_per_replica_batch_size(plan.global_batch_size),
-        )
+        check_planned_for(plan, context)
+        return evaluation_batches(plan, context.input_pipeline_id)
 
     return strategy.distribute_datasets_from_function(dataset_fn)

@@ -16,7 +16,7 @@ from {{ cookiecutter.package_name }}.compat import is_distributed, keras
 {%- if cookiecutter.training_loop == "both" %}
 from {{ cookiecutter.package_name }}.config import LOOPS
 {%- endif %}
-from {{ cookiecutter.package_name }}.data import plan_run, training_input, worker_batches
+from {{ cookiecutter.package_name }}.data import training_input, worker_batches
 {%- if cookiecutter.distribution == "mirrored" %}
 from {{ cookiecutter.package_name }}.gpu_smoke import check_local_replicas
 {%- endif %}
@@ -34,7 +34,7 @@ from {{ cookiecutter.package_name }}.strategy import check_keras_version
 {%- elif cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.strategy import local_replicas, make_strategy, worker_count
 {%- endif %}
-from {{ cookiecutter.package_name }}.training import build_engine, prepare_run
+from {{ cookiecutter.package_name }}.training import build_engine, plan_run, prepare_run
 {% if cookiecutter.distribution == "mirrored" %}
 # With no GPU, the doctor splits the CPU: one replica could not show a sync error.
 DOCTOR_CPU_REPLICAS = 2
@@ -46,7 +46,7 @@ INPUT_STEPS = 16
 # What to do when the checked code crashes in a check.
 CRASH_FIXES = {
     "replicas": "check CUDA_VISIBLE_DEVICES and the TensorFlow GPU install (pip install '.[gpu]')",
-    "dataset": "check load_sources and worker_batches in data.py",
+    "dataset": "check load_sources in sources.py and worker_batches in data.py",
     "input": "check worker_batches in data.py",
     "variables": (
         "build the model, the optimizer (with optimizer.build) and the metrics inside"
@@ -109,9 +109,8 @@ def check_training_step(report, strategy, config, plan, loop=None):
         for name in (batch_split, sync):
             report.not_run(name, "the training step failed (see variables)")
         return None
-    replicas = strategy.num_replicas_in_sync
     report.run(variables, check_variables, run)
-    split_ok = report.run(batch_split, check_batch_split, run, plan, replicas)
+    split_ok = report.run(batch_split, check_batch_split, run, plan)
     steps = min(SYNC_STEPS, plan.steps_per_epoch)
     report.run(sync, compare_with_one_device, strategy, config, plan, steps, split_ok is not None)
     return run
@@ -138,15 +137,13 @@ def check_cluster_replicas():
 
 def check_dataset(config, strategy):
     plan = plan_run(config, strategy)  # the counts: at least one global batch per pass
-    replicas = strategy.num_replicas_in_sync
-    per_replica = plan.global_batch_size // replicas
-    workers = plan.shards.num_workers
-    batches = worker_batches(plan, config.seed, 0, 0, 0, workers, per_replica)
+    per_replica = plan.per_replica_batch_size
+    batches = worker_batches(plan, config.seed, 0, 0)
     batch_dimension = tf.nest.flatten(batches.element_spec)[0].shape[0]
     if batch_dimension != per_replica:
         raise CheckFailed(
             f"a replica's batches have a batch dimension of {batch_dimension}, not"
-            f" {per_replica} (global batch {plan.global_batch_size} / {replicas} replicas):"
+            f" {per_replica} (global batch {plan.global_batch_size} / {plan.replicas} replicas):"
             " a short batch can leave a replica with no examples - batch with the"
             " per-replica batch size and drop_remainder=True (data.batch_records)"
         )
@@ -176,7 +173,7 @@ def check_input(strategy, config, plan):
     if input_rate < step_rate:
         raise CheckWarning(
             f"{detail}: training is input-bound - read more files at once"
-            " (READ_PARALLELISM in data.py), keep per-record work out of the parser, or"
+            " (READ_PARALLELISM in sources.py), keep per-record work out of the parser, or"
             " move the data closer to the machines"
         )
     return f"{detail} ({input_rate / step_rate:.1f}x what the step needs)", True
@@ -190,18 +187,13 @@ def streaming(plan, steps):
 def input_examples_per_second(strategy, config, plan):
     """Worker 0's pipeline (every worker's does the same work), after its first
     batch (the shuffle buffer's fill is start-up, not throughput)."""
-    per_replica = plan.global_batch_size // strategy.num_replicas_in_sync
-    workers = plan.shards.num_workers
-    batches = INPUT_STEPS * plan.global_batch_size // workers // per_replica
-    dataset = worker_batches(
-        streaming(plan, INPUT_STEPS + 1), config.seed, 0, 0, 0, workers, per_replica
-    )
-    iterator = iter(dataset)
+    batches = INPUT_STEPS * plan.replicas // plan.shards.num_workers
+    iterator = iter(worker_batches(streaming(plan, INPUT_STEPS + 1), config.seed, 0, 0))
     next(iterator)
     started = time.perf_counter()
     for _ in range(batches - 1):
         next(iterator)
-    return (batches - 1) * per_replica / (time.perf_counter() - started)
+    return (batches - 1) * plan.per_replica_batch_size / (time.perf_counter() - started)
 
 
 def step_examples_per_second(strategy, config, plan):
@@ -211,15 +203,8 @@ def step_examples_per_second(strategy, config, plan):
     steps = INPUT_STEPS
 
     def cached(context):
-        batches = worker_batches(
-            streaming(plan, steps),
-            config.seed,
-            0,
-            0,
-            context.input_pipeline_id,
-            context.num_input_pipelines,
-            context.get_per_replica_batch_size(plan.global_batch_size),
-        )
+        worker = context.input_pipeline_id
+        batches = worker_batches(streaming(plan, steps), config.seed, 0, 0, worker)
         return batches.cache().repeat()
 
     iterator = iter(strategy.distribute_datasets_from_function(cached))
@@ -246,16 +231,16 @@ def check_variables(run):
     return f"all {len(variables)} model, optimizer and metric variables are distributed", True
 
 
-def check_batch_split(run, plan, replicas):
-    expected = plan.global_batch_size // replicas
+def check_batch_split(run, plan):
+    expected = plan.per_replica_batch_size
     seen = sorted(run.batch_sizes)
     if seen == [expected]:
         return (
             f"each replica's step sees {expected} examples (global batch"
-            f" {plan.global_batch_size} / {replicas} replicas)",
+            f" {plan.global_batch_size} / {plan.replicas} replicas)",
             True,
         )
-    if replicas > 1 and seen == [plan.global_batch_size]:
+    if plan.replicas > 1 and seen == [plan.global_batch_size]:
         raise CheckFailed(
             f"each replica's step sees the whole global batch of {plan.global_batch_size},"
             f" not {expected}: the dataset is not distributed - pass it through"

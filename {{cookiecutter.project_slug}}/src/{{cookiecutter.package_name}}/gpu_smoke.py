@@ -54,8 +54,7 @@ def gpu_smoke(config, cpu_replicas=None):
     if strategy is None:
         return report
     report.run("all-reduce", check_all_reduce, strategy)
-    replicas = strategy.num_replicas_in_sync
-    plan = synthetic_plan(config.per_replica_batch_size * replicas)
+    plan = synthetic_plan(config.per_replica_batch_size, strategy.num_replicas_in_sync)
     report.run("step", compare_with_one_device, strategy, config, plan, 1)
     if cpu_replicas is None:
         report.run("placement", check_placement, strategy)
@@ -139,10 +138,10 @@ def check_placement(strategy):
     return f"replica i runs on GPU:i for all {len(results)} replicas", True
 
 
-def synthetic_plan(global_batch_size):
-    """A few global batches of the synthetic task, in memory."""
-    examples = ArraySource(*sample_examples(BATCHES * global_batch_size, seed=0))
-    return make_plan(examples, examples, global_batch_size)
+def synthetic_plan(per_replica_batch_size, replicas):
+    """A few global batches of the task's sample, in memory."""
+    examples = ArraySource(*sample_examples(BATCHES * per_replica_batch_size * replicas, seed=0))
+    return make_plan(examples, examples, per_replica_batch_size, replicas)
 
 
 def check_mixed_step(strategy, config, plan):

@@ -154,15 +154,14 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
     """`steps` SGD steps on the strategy's replicas vs on one device, same global
     batches: weights and reported loss must agree, replica copies be identical."""
     config = sgd_config(config)
-    plan = data_sharded(plan)
     replicas = strategy.num_replicas_in_sync
     # TensorFloat-32 (on by default on Ampere and newer GPUs) rounds matmul inputs to
     # 10 bits: the same math on other batch shapes would differ by far more than 1e-5.
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(False)
     try:
-        distributed = run_steps(strategy, config, plan, steps, noise=False)
-        single = run_steps(reference_strategy(), config, plan, steps, noise=False)
+        distributed = run_steps(strategy, config, data_sharded(plan), steps, noise=False)
+        single = run_steps(reference_strategy(), config, on_one_device(plan), steps, noise=False)
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
     diverged = [
@@ -205,6 +204,14 @@ def data_sharded(plan):
         len(plan.train.counts), plan.shards.num_workers, plan.shards.steps_per_pass
     )
     return dataclasses.replace(plan, shards=shards)
+
+
+def on_one_device(plan):
+    """The same global batches, in the same order, read whole by one device."""
+    shards = data_sharding(len(plan.train.counts), 1, plan.shards.steps_per_pass)
+    return dataclasses.replace(
+        plan, per_replica_batch_size=plan.global_batch_size, replicas=1, shards=shards
+    )
 
 
 def all_equal(arrays):

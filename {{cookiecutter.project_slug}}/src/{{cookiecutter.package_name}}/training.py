@@ -1,23 +1,34 @@
-"""One training job: check the data, build the engine, and let the controller run it."""
+"""One training job, assembled here: the plan, the engine, the controller and
+what it is handed (checkpoints, evaluator, input, summary writer). `train`, the
+doctor, gpu-smoke and the benchmarks all build their parts with these functions."""
 
+import functools
 import logging
+import os
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.checkpointing import prepare_model_dir
+from {{ cookiecutter.package_name }}.checkpointing import (
+    Checkpoints,
+    Progress,
+    prepare_model_dir,
+    worker_dir,
+)
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import Controller
-from {{ cookiecutter.package_name }}.data import plan_run
+from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
 {%- endif %}
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
+from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
-from {{ cookiecutter.package_name }}.strategy import describe
+from {{ cookiecutter.package_name }}.sources import load_sources
+from {{ cookiecutter.package_name }}.strategy import describe, worker_count
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +65,20 @@ def prepare_run(config):
 {%- endif %}
 
 
+def plan_run(config, strategy):
+    """The run's data plan for `strategy`, from the sources' record counts alone
+    (no record is read): too little data fails here, before any model is built."""
+    train, evaluation = load_sources(config)
+    return make_plan(
+        train,
+        evaluation,
+        config.per_replica_batch_size,
+        strategy.num_replicas_in_sync,
+        worker_count(strategy),
+        config.steps_per_epoch,
+    )
+
+
 def build_engine(config, strategy, global_batch_size):
     """The engine this run trains with, its variables under the strategy's
     scope: the one place an engine is built (train, doctor, gpu-smoke and the
@@ -71,6 +96,35 @@ def build_engine(config, strategy, global_batch_size):
 {%- endif %}
 
 
+def build_controller(config, strategy, plan, engine, model_dir):
+    """The controller of a run of `engine`, handed everything else it uses."""
+    write_dir = worker_dir(model_dir, strategy)
+    progress = Progress(
+        strategy,
+        {
+            "global_batch_size": plan.global_batch_size,
+            "workers": plan.shards.num_workers,
+            "steps_per_pass": plan.shards.steps_per_pass,
+            "steps_per_epoch": plan.steps_per_epoch,
+            "seed": config.seed,
+        },
+    )
+    return Controller(
+        strategy,
+        engine,
+        plan,
+        config,
+        checkpoints=Checkpoints(
+            {"model": engine.model, "optimizer": engine.optimizer}, progress, model_dir, write_dir
+        ),
+        evaluate=make_evaluator(strategy, engine.model, evaluation_input(strategy, plan)),
+        training_input=functools.partial(training_input, strategy, plan, config.seed),
+        summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
+        model_dir=model_dir,
+        write_dir=write_dir,
+    )
+
+
 def train(config, strategy):
     """Train with `strategy` and return the run's summary (a dict)."""
     for line in describe(strategy, config.per_replica_batch_size):
@@ -84,4 +138,4 @@ def train(config, strategy):
     prepare_run(config)  # first: a refused precision policy leaves no model directory
     model_dir = prepare_model_dir(config.model_dir)
     engine = build_engine(config, strategy, plan.global_batch_size)
-    return Controller(strategy, engine, plan, config, model_dir).run()
+    return build_controller(config, strategy, plan, engine, model_dir).run()

@@ -1,0 +1,1 @@
+{% include "sources/" ~ cookiecutter.data_source ~ ".py" %}
