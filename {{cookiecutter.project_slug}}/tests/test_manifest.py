@@ -5,6 +5,7 @@ import json
 {%- if cookiecutter.task == "image" %}
 import re
 {%- endif %}
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,8 +114,46 @@ def test_missing_data_directory_is_refused(tmp_path):
 
 
 def test_directory_without_shards_cannot_be_indexed(tmp_path):
-    with pytest.raises(ManifestError, match=r"no train-\*.tfrecord files in"):
+    (tmp_path / "train.csv").write_text("not a shard")
+    names = r"\(files named train-\*.tfrecord or train-\?\?\?\?\?-of-\?\?\?\?\?\)"
+    refused = rf"^no train shards in \S+ {names} - name them so, pass --train-files with"
+    with pytest.raises(ManifestError, match=refused):
         index(str(tmp_path))
+
+
+def test_imagenet_shard_names_train_as_they_are(tmp_path):
+    # tensorflow/models' ImageNet converter: no suffix, "validation" for the eval split.
+    shards = {"train-00000-of-00002": 3, "train-00001-of-00002": 2, "validation-00000-of-00001": 4}
+    for name, count in shards.items():
+        write_records(tmp_path / name, [example()] * count)
+    index(str(tmp_path))
+    splits = load_dir(tmp_path)
+    assert [(Path(s.path).name, s.records) for s in splits["train"]] == [
+        ("train-00000-of-00002", 3),
+        ("train-00001-of-00002", 2),
+    ]
+    assert [(Path(s.path).name, s.records) for s in splits["eval"]] == [
+        ("validation-00000-of-00001", 4)
+    ]
+    # A shard of that naming added later is not silently left out.
+    write_records(tmp_path / "train-00002-of-00003", [example()])
+    with pytest.raises(ManifestError, match=r"train-00002-of-00003 is not in manifest.json"):
+        load_dir(tmp_path)
+
+
+def test_index_takes_the_shard_names_it_is_given_and_the_manifest_keeps_them(tmp_path, cli):
+    write_records(tmp_path / "part-0.rec", [example()] * 3)
+    write_records(tmp_path / "holdout.rec", [example()] * 2)
+    patterns = ["--train-files", "part-*.rec", "--eval-files", "holdout.rec", "missing-*.rec"]
+    result = cli("index", "--data-dir", str(tmp_path), *patterns)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("train: 1 files, 3 records, ")
+    splits = load_dir(tmp_path)
+    assert [shard.records for shard in splits["eval"]] == [2]
+    # train checks the listing against the same patterns: a new part is refused.
+    write_records(tmp_path / "part-1.rec", [example()])
+    with pytest.raises(ManifestError, match=r"part-1.rec is not in manifest.json"):
+        load_dir(tmp_path)
 
 
 def test_an_empty_file_is_refused_by_index(data):

@@ -172,6 +172,13 @@ def build_parser():
     )
     index.add_argument("--data-dir", required=True, help="directory of the shards")
     index.add_argument("--threads", type=positive_int, default=16, help="files read at once")
+    for split, flag in (("train", "--train-files"), ("eval", "--eval-files")):
+        index.add_argument(
+            flag,
+            nargs="+",
+            metavar="PATTERN",
+            help=f"glob(s) of the {split} shards' names (default: SHARD_PATTERNS, manifest.py)",
+        )
     index.set_defaults(handler=run_index)
 {%- if cookiecutter.task == "image" %}
 
@@ -349,7 +356,9 @@ def run_index(args):
     from {{ cookiecutter.package_name }}.manifest import index
 
     started = time.monotonic()
-    print_manifest(args.data_dir, index(args.data_dir, args.threads), started)
+    given = {"train": args.train_files, "eval": args.eval_files}
+    patterns = {split: tuple(globs) for split, globs in given.items() if globs}
+    print_manifest(args.data_dir, index(args.data_dir, args.threads, patterns), started)
     return 0
 
 

@@ -28,7 +28,15 @@ log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "eval")
-VERSION = 1
+# The names each split's shards may have (globs in the data directory): this
+# project's own, and those tensorflow/models' ImageNet converter writes
+# (train-00000-of-01024, validation-00000-of-00128), which train as they are.
+# `index --train-files/--eval-files` takes others; the manifest keeps them.
+SHARD_PATTERNS = {
+    "train": ("train-*.tfrecord", "train-?????-of-?????"),
+    "eval": ("eval-*.tfrecord", "validation-?????-of-?????"),
+}
+VERSION = 2
 # Files read at once by `index` and the checks: enough to keep a network file system busy.
 READ_THREADS = 16
 INDEX_BATCH = 1024
@@ -59,23 +67,29 @@ def check_data_dir(data_dir):
         )
 
 
-def shard_paths(data_dir, split):
-    """The split's shard files, in name order."""
-    return sorted(tf.io.gfile.glob(os.path.join(data_dir, f"{split}-*.tfrecord")))
+def shard_paths(data_dir, patterns):
+    """The files of `data_dir` that match any of `patterns`, in name order."""
+    found = set()
+    for pattern in patterns:
+        found.update(tf.io.gfile.glob(os.path.join(data_dir, pattern)))
+    return sorted(found)
 
 
-def index(data_dir, threads=READ_THREADS):
+def index(data_dir, threads=READ_THREADS, patterns=None):
     """Read every shard of `data_dir` once, `threads` files at a time, and write
-    its manifest; returns {split: [Shard]}."""
+    its manifest; returns {split: [Shard]}. `patterns`: {split: globs}, by
+    default SHARD_PATTERNS."""
+    patterns = {**SHARD_PATTERNS, **(patterns or {})}
     check_data_dir(data_dir)
     splits = {}
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for split in SPLITS:
-            paths = shard_paths(data_dir, split)
+            paths = shard_paths(data_dir, patterns[split])
             if not paths:
                 raise ManifestError(
-                    f"no {split}-*.tfrecord files in {data_dir} - name your shards"
-                    f" {split}-00000-of-00001.tfrecord ... or create a sample data set with"
+                    f"no {split} shards in {data_dir} (files named"
+                    f" {' or '.join(patterns[split])}) - name them so, pass"
+                    f" --{split}-files with their pattern, or create a sample data set with"
                     f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}`"
                 )
             splits[split] = list(pool.map(index_file, paths))
@@ -84,6 +98,7 @@ def index(data_dir, threads=READ_THREADS):
         "format": FORMAT,
         "splits": {
             split: {
+                "patterns": list(patterns[split]),
                 "records": sum(shard.records for shard in shards),
                 "files": [manifest_entry(shard) for shard in shards],
             }
@@ -245,10 +260,10 @@ def load(data_dir, input_shape, num_classes):
     input shape the model takes, and labels in 0..num_classes-1."""
 {%- endif %}
     check_data_dir(data_dir)
-    splits = read_manifest(data_dir)
+    splits, patterns = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
         for split, shards in splits.items():
-            check_listing(data_dir, split, shards)
+            check_listing(data_dir, split, shards, patterns[split])
             list(pool.map(check_size, shards))
             for shard in shards:
 {%- if cookiecutter.task == "image" %}
@@ -260,6 +275,7 @@ def load(data_dir, input_shape, num_classes):
 
 
 def read_manifest(data_dir):
+    """({split: [Shard]}, {split: the file name patterns index listed})."""
     path = os.path.join(data_dir, MANIFEST_NAME)
     again = f"run `{INDEX_COMMAND} {data_dir}`"
     if not tf.io.gfile.exists(path):
@@ -275,7 +291,7 @@ def read_manifest(data_dir):
                 f"{path} describes {manifest['format']!r} records (manifest version"
                 f" {manifest['version']}), this project reads {FORMAT!r} - {again}"
             )
-        return {
+        splits = {
             split: [
                 Shard(
                     path=os.path.join(data_dir, entry["file"]),
@@ -289,6 +305,8 @@ def read_manifest(data_dir):
             ]
             for split in SPLITS
         }
+        patterns = {split: tuple(manifest["splits"][split]["patterns"]) for split in SPLITS}
+        return splits, patterns
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise ManifestError(
             f"{path} is not a manifest this project can read ({type(err).__name__}:"
@@ -296,9 +314,9 @@ def read_manifest(data_dir):
         ) from None
 
 
-def check_listing(data_dir, split, shards):
+def check_listing(data_dir, split, shards, patterns):
     listed = {shard.path for shard in shards}
-    on_disk = set(shard_paths(data_dir, split))
+    on_disk = set(shard_paths(data_dir, patterns))
     again = f"run `{INDEX_COMMAND} {data_dir}`"
     for path in sorted(on_disk - listed)[:1]:
         raise ManifestError(
