@@ -310,6 +310,7 @@ ALWAYS_FILES = (
     "src/PKG/optimizer.py",
     "src/PKG/checkpointing.py",
     "src/PKG/evaluation.py",
+    "src/PKG/watchdog.py",
     "src/PKG/controller.py",
     "src/PKG/training.py",
     "src/PKG/report.py",

@@ -6,11 +6,12 @@ import logging
 import os
 import re
 import signal
+import time
 
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import controller, data
+from {{ cookiecutter.package_name }} import controller, data, watchdog
 from {{ cookiecutter.package_name }}.controller import Preempted, TrainingError
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import build_model
@@ -216,3 +217,30 @@ def test_non_finite_weights_are_not_saved_though_the_loss_is_finite(run, tmp_pat
     assert saved_steps(caplog.messages) == [4]
     latest = tf.train.latest_checkpoint(str(tmp_path / "inf-weights" / "checkpoints"))
     assert latest.endswith("ckpt-4")
+
+
+def test_the_watchdog_bounds_each_kind_by_its_slowest_after_the_first(monkeypatch):
+    # (test_resume.py stalls a real run's input pipeline; this is the bound alone.)
+    monkeypatch.setattr(watchdog, "CHECK_SECONDS", 0.02)
+    stalls = []
+    dog = watchdog.Watchdog(0.5, 143, on_stall=stalls.append)
+    dog.start()
+    try:
+        with dog.watching("training call", "tracing", "a peer"):
+            time.sleep(0.6)  # longer than 0.5, within the first call's 3 x 0.5
+        assert dog.bound("training call") == 0.5  # the first call does not count
+        with dog.watching("training call", "a call", "a peer"):
+            time.sleep(0.1)
+        assert 1.0 <= dog.bound("training call") < 2.5  # 10 x the slowest call
+        assert dog.bound("save") == 1.5  # no save yet: the first-call bound
+        assert not stalls
+        with dog.watching("training call", "running step 3", "a peer or the input"):
+            time.sleep(4)
+    finally:
+        dog.stop()
+    assert len(stalls) == 1, stalls
+    assert re.match(
+        r"^no progress for \d s while running step 3 \(bound \d s: --stall-timeout 0.5, or 10x"
+        r" the slowest training call so far\) - likely a peer or the input; exiting 143",
+        stalls[0],
+    ), stalls[0]

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import tensorflow as tf
@@ -155,6 +156,87 @@ def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(
     rerun = run_to_the_end(command)
     assert f"resumed from epoch {saved[1]} step {saved[2]}\n" in rerun
     assert_same_result(preempted, reference)
+
+
+# `train`, its training input stalling for good after 12 batches (a read that
+# never returns, a stuck network file system).
+STALLING_TRAIN = """
+import sys
+import time
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import cli, training
+
+parsed = []
+
+
+def parsed_then_stuck(labels):
+    parsed.append(1)
+    if len(parsed) > 12:
+        time.sleep(3600)
+    return labels
+
+
+class Stalling:
+    def __init__(self, source):
+        self.source = source
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+    def parse(self, *records_and_keys):
+        inputs, labels = self.source.parse(*records_and_keys)
+        gated = tf.py_function(parsed_then_stuck, [labels], labels.dtype)
+        gated.set_shape(labels.shape)
+        return inputs, gated
+
+
+def stalling_sources(config, load_sources=training.load_sources):
+    train, evaluation = load_sources(config)
+    return Stalling(train), evaluation
+
+
+training.load_sources = stalling_sources
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.processes
+def test_a_stalled_run_exits_143_saying_where_and_the_rerun_resumes_exactly(
+    tmp_path,
+    uninterrupted,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
+):
+    loop = LOOPS[0]
+    reference, stalled = uninterrupted(loop), tmp_path / "stalled"
+    command = train_command(stalled, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-c", STALLING_TRAIN, *command[3:], "--stall-timeout", "10"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 143, run.stderr[-3000:]
+    assert "(most recent call first)" in run.stderr  # every thread's stack
+    stalled_at = re.search(
+        r"^no progress for (\d+) s while running epoch \d+ steps \d+-\d+ \(bound (\d+) s:"
+        r" --stall-timeout 10, .*\) - likely a worker that stopped .* or an input pipeline"
+        r" that stopped producing; exiting 143 so the job restarts from the last checkpoint$",
+        run.stderr,
+        re.MULTILINE,
+    )
+    assert stalled_at, run.stderr[-3000:]
+    assert int(stalled_at[1]) <= int(stalled_at[2]) + 2  # within a second or two of it
+    assert time.monotonic() - started < 120
+    saved = re.findall(r"^checkpoint: epoch (\d+) step (\d+) ", run.stderr, re.MULTILINE)
+    assert saved, run.stderr[-3000:]
+    rerun = run_to_the_end(command)
+    assert f"resumed from epoch {saved[-1][0]} step {saved[-1][1]}\n" in rerun
+    assert_same_result(stalled, reference)
 
 
 @pytest.mark.parametrize("loop", LOOPS)

@@ -61,6 +61,14 @@ class TrainConfig:
     # per-call overhead's bound on a small model (make bench); 20-30 s a call at
     # 0.2-0.3 s a step, inside the 120 s the cluster files give before the kill.
     steps_per_call: int = setting(100, "training steps per tf.function call")
+    # A collective waits for every replica without a time limit: a stopped worker
+    # or input pipeline would hold the job's GPUs forever (watchdog.py).
+    stall_timeout: int = setting(
+        600,
+        "exit 143 (the job restarts from the last checkpoint) when a call, save or"
+        " evaluation makes no progress for this many seconds (more for slow ones)",
+        commands=("train",),
+    )
     deterministic: bool = setting(
         False, "deterministic kernels: bit-identical reruns and resumes on GPUs too"
     )
@@ -139,6 +147,7 @@ POSITIVE_FIELDS = (
     "per_replica_batch_size",
     "checkpoint_every",
     "steps_per_call",
+    "stall_timeout",
 {%- if cookiecutter.distribution == "mirrored" %}
     "cpu_replicas",
 {%- endif %}

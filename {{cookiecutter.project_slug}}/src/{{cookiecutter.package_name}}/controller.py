@@ -38,6 +38,10 @@ PREEMPTED_EXIT_STATUS = 143
 # A SIGTERM waits for the running call, then the save: calls longer than this
 # leave too little of the 120 s the cluster files give before the kill.
 SLOW_CALL_SECONDS = 60.0
+# What a stalled piece of work is likely waiting on (the watchdog's message).
+A_PEER = "a worker that stopped or cannot be reached (a collective waits for every replica)"
+A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
+A_PEER_OR_STORAGE = A_PEER + ", or the file system"
 
 
 class TrainingError(TrainerError):
@@ -58,6 +62,7 @@ class Controller:
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
     training_input  (epoch, first step, epochs) -> the distributed training batches
     summary_writer  where the TensorBoard scalars go
+    watchdog        stops the run, exit 143, when a piece of work stalls (watchdog.py)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
     """
 
@@ -72,6 +77,7 @@ class Controller:
         evaluate,
         training_input,
         summary_writer,
+        watchdog,
         model_dir,
         write_dir,
     ):
@@ -84,6 +90,7 @@ class Controller:
         self.evaluate = evaluate
         self.training_input = training_input
         self.summary_writer = summary_writer
+        self.watchdog = watchdog
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = write_dir
         self.weights_finite = make_finite_check(engine.model.trainable_variables)
@@ -94,8 +101,10 @@ class Controller:
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
+        self.watchdog.start()
         try:
-            resumed_from = self.checkpoints.restore()
+            with self.watchdog.watching("restore", "restoring the checkpoint", A_PEER_OR_STORAGE):
+                resumed_from = self.checkpoints.restore()
             if resumed_from is None:
                 log.info("starting fresh")
             else:
@@ -113,6 +122,7 @@ class Controller:
                     self.train_epoch(iterator, preemption)
             return self.finish(resumed_from)
         finally:
+            self.watchdog.stop()
             # A worker's scratch copies are never read: gone however the run ends.
             remove_worker_dir(self.write_dir, self.model_dir)
 
@@ -123,9 +133,11 @@ class Controller:
         while step < steps:
             count = self.next_call_size(step)
             started = time.perf_counter()
+            running = f"running epoch {epoch + 1} steps {step + 1}-{step + count}"
             try:
-                loss, metric = self.engine.train(iterator, tf.constant(count))
-                loss = float(loss)  # the host waits here, once per call
+                with self.watchdog.watching("training call", running, A_PEER_OR_INPUT):
+                    loss, metric = self.engine.train(iterator, tf.constant(count))
+                    loss = float(loss)  # the host waits here, once per call
             except tf.errors.OpError as err:
                 # The source tells a bad record (and names its file) from other errors.
                 named = self.plan.train.read_error(err, epoch, step)
@@ -160,7 +172,7 @@ class Controller:
                 interval.write(self.engine.optimizer, self.global_step)
                 saved = True
             # (At the epoch's last step, the epoch end below saves and checks.)
-            if step < steps and preemption.requested():
+            if step < steps and self.preemption_requested(preemption):
                 if not saved:
                     self.save()
                 log.info("preempted: saved epoch %d step %d", epoch, step)
@@ -172,11 +184,19 @@ class Controller:
         self.losses.append(loss)
         self.final_metric = metric
         # Before the evaluation, which can outlast a preemption's grace period.
-        if preemption.requested():
+        if self.preemption_requested(preemption):
             log.info("preempted: saved epoch %d step 0", epoch + 1)
             raise Preempted(f"saved epoch {epoch + 1} step 0")
-        self.last_eval = self.evaluate()
+        self.last_eval = self.evaluation()
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
+
+    def preemption_requested(self, preemption):
+        with self.watchdog.watching("preemption check", "agreeing on a SIGTERM", A_PEER):
+            return preemption.requested()
+
+    def evaluation(self):
+        with self.watchdog.watching("evaluation", "evaluating", A_PEER_OR_INPUT):
+            return self.evaluate()
 
     @property
     def global_step(self):
@@ -201,7 +221,8 @@ class Controller:
                 " was finite) - lower --learning-rate or check the data; the last good"
                 " checkpoint is kept"
             )
-        path = self.checkpoints.save()
+        with self.watchdog.watching("save", "saving a checkpoint", A_PEER_OR_STORAGE):
+            path = self.checkpoints.save()
         epoch, step = self.progress.position
         log.info(
             "checkpoint: epoch %d step %d (global step %d) in %s",
@@ -214,10 +235,11 @@ class Controller:
     def finish(self, resumed_from):
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
-        eval_loss, eval_metric = self.last_eval or self.evaluate()
+        eval_loss, eval_metric = self.last_eval or self.evaluation()
         # Keras 3 and tf_keras both save to a URL (through tf.io.gfile) themselves.
-        model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
-        model.save(os.path.join(self.write_dir, "model.keras"))
+        with self.watchdog.watching("final save", "saving the final model", A_PEER_OR_STORAGE):
+            model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
+            model.save(os.path.join(self.write_dir, "model.keras"))
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),

@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.checkpointing import (
     worker_dir,
 )
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.controller import Controller
+from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Controller
 from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
@@ -29,6 +29,7 @@ from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.sources import load_sources
 from {{ cookiecutter.package_name }}.strategy import describe, worker_count
+from {{ cookiecutter.package_name }}.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ def build_controller(config, strategy, plan, engine, model_dir):
         evaluate=make_evaluator(strategy, engine.model, evaluation_input(strategy, plan)),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
+        watchdog=Watchdog(config.stall_timeout, PREEMPTED_EXIT_STATUS),
         model_dir=model_dir,
         write_dir=write_dir,
     )
