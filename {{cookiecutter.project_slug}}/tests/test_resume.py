@@ -166,38 +166,26 @@ import time
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import cli, training
+from {{ cookiecutter.package_name }} import cli, data
 
-parsed = []
+batched = []
 
 
-def parsed_then_stuck(labels):
-    parsed.append(1)
-    if len(parsed) > 12:
+def counted_then_stuck(positions):
+    batched.append(1)
+    if len(batched) > 12:
         time.sleep(3600)
-    return labels
+    return positions
 
 
-class Stalling:
-    def __init__(self, source):
-        self.source = source
-
-    def __getattr__(self, name):
-        return getattr(self.source, name)
-
-    def parse(self, *records_and_keys):
-        inputs, labels = self.source.parse(*records_and_keys)
-        gated = tf.py_function(parsed_then_stuck, [labels], labels.dtype)
-        gated.set_shape(labels.shape)
-        return inputs, gated
+def stalling(positions, records):
+    gated = tf.py_function(counted_then_stuck, [positions], positions.dtype)
+    gated.set_shape(positions.shape)
+    return gated, records
 
 
-def stalling_sources(config, load_sources=training.load_sources):
-    train, evaluation = load_sources(config)
-    return Stalling(train), evaluation
-
-
-training.load_sources = stalling_sources
+batch_records = data.batch_records
+data.batch_records = lambda records, size: batch_records(records, size).map(stalling)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
