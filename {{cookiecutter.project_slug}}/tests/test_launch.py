@@ -272,6 +272,50 @@ def test_losing_worker_0_stops_the_others_retryably_and_a_relaunch_resumes(cli, 
 
 
 @pytest.mark.processes
+def test_a_stopped_worker_makes_the_others_exit_143_within_the_bound(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # SIGSTOP: the worker's process is alive and its connections open, but it
+    # never reaches the next all-reduce (a hung GPU, a stuck file read).
+    model_dir = tmp_path / "run"
+    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
+    # fmt: off
+    command = [
+        "train", "--epochs", "1", "--steps-per-epoch", "200", "--steps-per-call", "1",
+        "--per-replica-batch-size", "8", "--checkpoint-every", "5", "--stall-timeout", "10",
+        "--model-dir", str(model_dir), *data,
+    ]
+    # fmt: on
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command],
+            env=worker_environment(tf_config, "-1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for tf_config in worker_tf_configs(free_ports(WORKERS))
+    ]
+    try:
+        read_until(processes[0], "checkpoint: epoch 0 step 5 ")  # training is under way
+        processes[1].send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        output = processes[0].communicate(timeout=120)[0]
+        elapsed = time.monotonic() - stopped_at
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+    assert processes[0].returncode == 143, output[-3000:]
+    assert elapsed < 60, f"worker 0 took {elapsed:.0f} s to stop"
+    # TensorFlow's coordination service notices the stopped worker's missing
+    # heartbeats (measured: 7 s); the watchdog (--stall-timeout 10 here)
+    # stops a run whose peers still send them but never reach the all-reduce.
+    lost = r"^error: the worker /job:worker/replica:0/task:1 stopped answering"
+    stalled = r"^no progress for \d+ s while .* - likely a worker that stopped"
+    assert re.search(f"{lost}|{stalled}", output, re.MULTILINE), output[-3000:]
+
+
+@pytest.mark.processes
 def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
