@@ -83,7 +83,8 @@ def measure(package, workdir, quick):
     sources.make_data(small, num_files=4, examples=startup_examples)
     sources.make_data(large, num_files=4, examples=20 * startup_examples)
     config = module("config").TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
-    global_batch = strategy_module.global_batch_size(strategy, config.per_replica_batch_size)
+    plan = training.plan_run(config, strategy)  # the global batch, decided once
+    global_batch = plan.global_batch_size
     examples = tf.data.Dataset.from_tensor_slices(problem.sample_examples(examples_per_epoch, 0))
     steps = examples_per_epoch // global_batch
     batches = examples.batch(global_batch, drop_remainder=True).cache()
@@ -142,7 +143,6 @@ def measure(package, workdir, quick):
 
     # A checkpoint save against the training steps it costs: the checkpoints a
     # run's controller is handed (training.build_controller).
-    plan = training.plan_run(config, strategy)
     engine = build_engine("custom")
     checkpoints = training.build_controller(
         config, strategy, plan, engine, str(workdir / f"{task}-runs")
@@ -156,7 +156,6 @@ def measure(package, workdir, quick):
     step_seconds = global_batch / rate["custom"]
 
     # The first batch of an epoch resumed at its last step vs at its first.
-
     def first_batch_seconds(first_step):
         best = float("inf")
         for _ in range(repeats):

@@ -1,6 +1,7 @@
 """Several local workers: the launcher, MultiWorkerMirroredStrategy, chief-only
 checkpoints and resume. Each worker is a fresh process with its own TF_CONFIG."""
 
+import contextlib
 import os
 import re
 import signal
@@ -225,6 +226,29 @@ def read_until(process, text, timeout=300):
         watchdog.cancel()
 
 
+@contextlib.contextmanager
+def worker_processes(command, count):
+    """`count` workers running `command`, each a process with its own TF_CONFIG
+    (output and errors on stdout), killed if still running when the block ends."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command],
+            env=worker_environment(tf_config, "-1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for tf_config in worker_tf_configs(free_ports(count))
+    ]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
 @pytest.mark.processes
 def test_losing_worker_0_stops_the_others_retryably_and_a_relaunch_resumes(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     # Worker 0 is the chief and hosts TensorFlow's coordination service: its loss is
@@ -239,27 +263,12 @@ def test_losing_worker_0_stops_the_others_retryably_and_a_relaunch_resumes(cli, 
         "--checkpoint-every", "5", "--model-dir", str(model_dir), *data,
     ]
     # fmt: on
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command],
-            env=worker_environment(tf_config, "-1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for tf_config in worker_tf_configs(free_ports(workers))
-    ]
-    try:
+    with worker_processes(command, workers) as processes:
         read_until(processes[0], "checkpoint: epoch 0 step 5 ")  # training is under way
         processes[0].kill()
         killed_at = time.monotonic()
         outputs = [process.communicate(timeout=60)[0] for process in processes[1:]]
         elapsed = time.monotonic() - killed_at
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.communicate()
     assert [process.returncode for process in processes[1:]] == [143] * (workers - 1), outputs
     assert elapsed < 30, f"the other workers took {elapsed:.0f}s to stop"
     for output in outputs:
@@ -284,27 +293,12 @@ def test_a_stopped_worker_makes_the_others_exit_143_within_the_bound(tmp_path{% 
         "--model-dir", str(model_dir), *data,
     ]
     # fmt: on
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command],
-            env=worker_environment(tf_config, "-1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for tf_config in worker_tf_configs(free_ports(WORKERS))
-    ]
-    try:
+    with worker_processes(command, WORKERS) as processes:
         read_until(processes[0], "checkpoint: epoch 0 step 5 ")  # training is under way
         processes[1].send_signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
         output = processes[0].communicate(timeout=120)[0]
         elapsed = time.monotonic() - stopped_at
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.communicate()
     assert processes[0].returncode == 143, output[-3000:]
     assert elapsed < 60, f"worker 0 took {elapsed:.0f} s to stop"
     # TensorFlow's coordination service notices the stopped worker's missing

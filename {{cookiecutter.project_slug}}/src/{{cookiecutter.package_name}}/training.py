@@ -1,6 +1,6 @@
 """One training job, assembled here: the plan, the engine, the controller and
-what it is handed (checkpoints, evaluator, input, summary writer). `train`, the
-doctor, gpu-smoke and the benchmarks all build their parts with these functions."""
+what it is handed (checkpoints, evaluator, input, summary writer, watchdog).
+`train`, the doctor, gpu-smoke and the benchmarks build their parts with these."""
 
 import functools
 import logging
