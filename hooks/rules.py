@@ -283,11 +283,13 @@ CONDITIONAL_FILES = {
     "LICENSE": lambda o: o["license"] != "Proprietary",
 }
 
-# Files whose whole content one option chooses: path -> that option. The file
-# in the template only includes templates/<its name>/<the option's value>.py,
-# so each variant is a whole module, not lines inside a shared one.
+# Files whose code one option chooses: path -> that option. The file in the
+# template ends by including templates/<its name>/<the option's value>.py (after
+# at most a docstring and imports), so each variant is whole code, not lines
+# inside a shared module.
 VARIANT_FILES = {
     "src/PKG/sources.py": "data_source",
+    "src/PKG/task.py": "task",
 }
 
 ALWAYS_FILES = (

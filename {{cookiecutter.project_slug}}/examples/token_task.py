@@ -39,12 +39,8 @@ def build_model():
     x = keras.layers.Embedding(VOCABULARY_SIZE, 16)(inputs)
     x = keras.layers.GlobalAveragePooling1D()(x)
     x = keras.layers.Dense(32, activation="relu")(x)
-{%- if cookiecutter.mixed_precision != "no" %}
-    # float32 logits keep the softmax and the loss numerically stable.
+    # float32 logits keep the softmax and the loss stable under mixed precision.
     outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
-{%- else %}
-    outputs = keras.layers.Dense(NUM_CLASSES, name="logits")(x)
-{%- endif %}
     return keras.Model(inputs, outputs, name="topics")
 
 

@@ -1,0 +1,109 @@
+
+NUM_FEATURES = 20
+INPUT_SHAPE = (NUM_FEATURES,)
+NUM_CLASSES = 4
+METRIC_NAME = "accuracy"
+# The sample task is fixed (its own seed); --seed changes shuffling and init.
+SAMPLE_TASK_SEED = 1234
+{%- if cookiecutter.data_source == "tfrecord" %}
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: features float32[N], label int64"
+{%- endif %}
+# What a client sends the exported model: raw feature vectors.
+SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+
+
+def build_model():
+    """A small MLP classifier returning logits."""
+    inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
+    x = inputs
+    for width in (64, 64):
+        x = keras.layers.Dense(
+            width, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-4)
+        )(x)
+    # float32 logits keep the softmax and the loss numerically stable under mixed
+    # precision (and are the default dtype without it).
+    outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, outputs, name="classifier")
+
+
+def per_example_loss(labels, logits):
+    """Cross-entropy per example, in float32 whatever the compute dtype (float16
+    loses the softmax's precision). Training adds the regularization once per
+    step; evaluation reports this loss alone."""
+    logits = tf.cast(logits, tf.float32)
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def per_example_metric(labels, logits):
+    """1.0 where the highest logit is the label's class, else 0.0."""
+    predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
+    return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+
+
+def sample_examples(num_examples, seed):
+    """A seeded classification task a small MLP learns well above chance (25%).
+
+    Labels come from a fixed random two-layer teacher network, so the task is
+    the same for every `seed`; `seed` only picks which examples are drawn.
+    """
+    teacher = np.random.default_rng(SAMPLE_TASK_SEED)
+    hidden_weights = teacher.normal(size=(NUM_FEATURES, 32))
+    output_weights = teacher.normal(size=(32, NUM_CLASSES))
+    features = np.random.default_rng(seed).normal(size=(num_examples, NUM_FEATURES))
+    labels = np.argmax(np.tanh(features @ hidden_weights) @ output_weights, axis=1)
+    return features.astype("float32"), labels.astype("int32")
+
+
+def prepare_batch(features, keys=None):
+    """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
+    del keys
+    return features
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def encode(features, label):
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+def parse_batch(records, keys=None):
+    """A batch of serialized records -> (features [batch, NUM_FEATURES], int32
+    labels), one parse_example call per batch (no augmentation: `keys` unused)."""
+    del keys
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
+            "label": tf.io.FixedLenFeature([], tf.int64),
+        },
+    )
+    return examples["features"], tf.cast(examples["label"], tf.int32)
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's feature shape, label count, and the labels."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.RaggedFeature(tf.float32),
+            "label": tf.io.RaggedFeature(tf.int64),
+        },
+    )
+    lengths = examples["features"].row_lengths()
+    labels = examples["label"]
+    return lengths[:, None], labels.row_lengths(), labels.flat_values
+{%- endif %}
+
+
+def serving_inputs(features):
+    """Feature vectors are model inputs as they are."""
+    return features
