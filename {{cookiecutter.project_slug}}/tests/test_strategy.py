@@ -3,9 +3,7 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.strategy import (
     StrategyError,
-{%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version,
-{%- endif %}
     check_tensorflow_version,
 {%- if cookiecutter.distribution == "multi_worker" %}
     communication_options,
@@ -68,6 +66,22 @@ def test_keras_before_3_8_is_refused(version):
 
 @pytest.mark.parametrize("version", ["3.8.0", "3.15.1", "4.0.0"])
 def test_keras_3_8_and_later_are_accepted(version):
+    check_keras_version(version)
+{%- else %}
+
+
+@pytest.mark.parametrize("version", ["2.20.0", "2.22.1", "3.8.0"])
+def test_tf_keras_of_another_tensorflow_release_is_refused(version):
+    refused = (
+        rf"^tf_keras {version} is not the release for tensorflow 2\.21\.\d+ -"
+        r" pip install 'tf-keras==2\.21\.\*'$"
+    )
+    with pytest.raises(StrategyError, match=refused):
+        check_keras_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.21.0", "2.21.4"])
+def test_tf_keras_of_this_tensorflow_release_is_accepted(version):
     check_keras_version(version)
 {%- endif %}
 

@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.data import ArraySource, make_plan
 from {{ cookiecutter.package_name }}.probe import compare_with_one_device, run_steps
 from {{ cookiecutter.package_name }}.report import CheckFailed, Report
-from {{ cookiecutter.package_name }}.strategy import local_replicas, {% if cookiecutter.distribution == "mirrored" %}make_strategy{% else %}make_local_strategy{% endif %}
+from {{ cookiecutter.package_name }}.strategy import local_replicas, make_local_strategy
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 SUM = tf.distribute.ReduceOp.SUM
@@ -79,11 +79,7 @@ def check_gpu_visible():
 
 def check_local_replicas(cpu_replicas):
     expected = local_replicas(cpu_replicas)
-{%- if cookiecutter.distribution == "mirrored" %}
-    strategy = make_strategy(cpu_replicas)
-{%- else %}
     strategy = make_local_strategy(cpu_replicas)
-{%- endif %}
     devices = ", ".join(strategy.extended.worker_devices)
     if strategy.num_replicas_in_sync != expected:
         raise CheckFailed(

@@ -1,0 +1,76 @@
+import tensorflow as tf
+import tf_keras as keras
+
+KERAS_PACKAGE = "tf_keras"
+
+
+def version_tuple(version):
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+
+
+def keras_version_problem(version=None):
+    """Why this tf_keras does not go with this TensorFlow, or None: each tf_keras
+    release is built for one TensorFlow minor version."""
+    version = version or keras.__version__
+    if version_tuple(version) != version_tuple(tf.__version__):
+        major, minor = version_tuple(tf.__version__)
+        return (
+            f"tf_keras {version} is not the release for tensorflow {tf.__version__} -"
+            f" pip install 'tf-keras=={major}.{minor}.*'"
+        )
+    return None
+
+
+{%- if cookiecutter.mixed_precision == "float16" %}
+
+
+def loss_scale_optimizer(optimizer):
+    return keras.mixed_precision.LossScaleOptimizer(optimizer)
+
+
+def is_loss_scale_optimizer(optimizer):
+    return isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+
+
+def scale_loss(optimizer, loss):
+    return optimizer.get_scaled_loss(loss)
+
+
+def unscale_gradients(optimizer, gradients):
+    return optimizer.get_unscaled_gradients(gradients)
+{%- endif %}
+
+
+def per_replica_randomness(model):
+    """Nothing to change: tf_keras's random layers draw with stateful random ops,
+    one per replica, so each replica already gets its own numbers."""
+
+
+def metric_results(model):
+    """The compiled model's metrics by name (loss first), as tensors."""
+    return {metric.name: metric.result() for metric in model.metrics}
+
+
+def is_distributed(variable):
+    """True when the variable has a copy per replica (mirrored or sync-on-read)."""
+    return isinstance(variable, tf.distribute.DistributedValues)
+
+
+def replica_copies(strategy, variable):
+    """The variable's value on each replica, as NumPy arrays."""
+    return [value.numpy() for value in strategy.experimental_local_results(variable)]
+
+
+def save_for_serving(model, serve, path):
+    """A SavedModel at `path` whose serving_default signature is `serve`. A plain
+    tf.Module holds the weights: a saved tf_keras model would make every loader
+    import tf_keras."""
+    servable = tf.Module()
+    servable.weights = list(model.weights)
+    servable.serve = serve
+    tf.saved_model.save(servable, path, signatures={"serving_default": serve})
+
+
+def learning_rate(optimizer):
+    """The optimizer's current learning rate, as a Python float."""
+    return float(tf.convert_to_tensor(optimizer.learning_rate))

@@ -1,0 +1,14 @@
+
+
+def make_strategy(cpu_replicas=None):
+    """MirroredStrategy over every visible GPU, or `cpu_replicas` logical CPUs."""
+    return make_local_strategy(cpu_replicas)
+
+
+def worker_count(strategy):
+    return 1
+
+
+def is_chief(strategy):
+    """One machine: this process keeps the checkpoints and writes the summary."""
+    return True

@@ -1,0 +1,90 @@
+
+
+# Gradients are all-reduced in packs of this size: a few large messages, not
+# one per variable (latency, not bandwidth, bounds many small ones).
+BYTES_PER_PACK = 32 * 2**20
+
+
+def make_strategy():
+    """MultiWorkerMirroredStrategy from TF_CONFIG (a single worker without it).
+
+    Must run before any other TensorFlow op.
+    """
+    check_versions()
+    cluster = read_tf_config()
+    if cluster is None:
+        log.info("TF_CONFIG is not set: running as a single worker")
+    options = communication_options(bool(tf.config.list_physical_devices("GPU")))
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    log.info(
+        "all-reduce: %s, gradients packed into %d MiB messages",
+        options.implementation.name,
+        options.bytes_per_pack // 2**20,
+    )
+    return strategy
+
+
+# A collective (gradient all-reduce, synchronized batch normalization, the
+# preemption flag, a checkpoint) aborted because a peer is gone. TensorFlow says
+# it as UnavailableError or AbortedError (a worker that died, or the chief and
+# its coordination service: "failed to connect to all addresses"), or as
+# FailedPreconditionError when a peer restarted mid-run (a new incarnation).
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError)
+PEER_RESTARTED = re.compile(r"has restarted|incarnation", re.IGNORECASE)
+# Where the message names the lost task: missed heartbeats (the coordination
+# service), the strategy's health check (every 30 s), a failed call to it.
+LOST_TASK = re.compile(
+    r"unhealthy \(stopped sending heartbeats\):\s*(/job:\w+/replica:\d+/task:\d+)"
+    r"|check alive failed, (/job:\w+/replica:\d+/task:\d+) is down"
+    r"|remote target (/job:\w+/replica:\d+/task:\d+)"
+    r"|(/job:\w+/replica:\d+/task:\d+)"
+)
+
+
+def lost_worker_message(err):
+    """One line for TensorFlow's abort of the collectives when a peer is lost;
+    None for an error that is not about a peer (a bug in this worker)."""
+    peer_restarted = isinstance(err, tf.errors.FailedPreconditionError) and PEER_RESTARTED.search(
+        err.message
+    )
+    if not (isinstance(err, PEER_ERRORS) or peer_restarted):
+        return None
+    found = LOST_TASK.search(err.message)
+    task = next(group for group in found.groups() if group) if found else None
+    peer = f"the worker {task}" if task else "a peer worker"
+    return (
+        f"{peer} stopped answering ({type(err).__name__}: {first_line(err, 160)}), so"
+        " TensorFlow aborted the all-reduce - see that worker's log; restarting the job"
+        " resumes every worker from the last checkpoint"
+    )
+
+
+def communication_options(gpus):
+    """How the workers all-reduce: NCCL between GPUs, RING (gRPC) between CPUs;
+    many small gradients packed into few messages.
+
+    No `timeout_seconds`: TensorFlow starts a thread per collective for it (its
+    docs: for debugging only). A dead worker is noticed without it, by missed
+    heartbeats (8 s after a SIGKILL in a 2-worker run) or else the strategy's
+    health check (every 30 s), which abort the collectives: see
+    lost_worker_message.
+    """
+    implementation = tf.distribute.experimental.CommunicationImplementation
+    return tf.distribute.experimental.CommunicationOptions(
+        bytes_per_pack=BYTES_PER_PACK,
+        implementation=implementation.NCCL if gpus else implementation.RING,
+    )
+
+
+def worker_count(strategy):
+    resolver = strategy.cluster_resolver
+    if resolver is None:  # a single-machine strategy (tests use them as references)
+        return 1
+    cluster = resolver.cluster_spec().as_dict()
+    return sum(len(cluster.get(task_type, [])) for task_type in ("chief", "worker")) or 1
+
+
+def is_chief(strategy):
+    """The worker whose checkpoints and exports are kept: the "chief" task when the
+    cluster has one, else worker 0 (TensorFlow's own rule)."""
+    return strategy.extended.should_checkpoint
