@@ -11,6 +11,7 @@ figure is the best of the repeats.
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import json
 import subprocess
@@ -85,6 +86,7 @@ def measure(package, workdir, quick):
     config = module("config").TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(large))
     plan = training.plan_run(config, strategy)  # the global batch, decided once
     global_batch = plan.global_batch_size
+    learned = plan.train.statistics()  # what index stored
     examples = tf.data.Dataset.from_tensor_slices(problem.sample_examples(examples_per_epoch, 0))
     steps = examples_per_epoch // global_batch
     batches = examples.batch(global_batch, drop_remainder=True).cache()
@@ -92,7 +94,7 @@ def measure(package, workdir, quick):
     def build_engine(loop):
         """The engine `train` builds (training.build_engine, the one place)."""
         loop_config = dataclasses.replace(config, loop=loop)
-        return training.build_engine(loop_config, strategy, global_batch)
+        return training.build_engine(loop_config, strategy, global_batch, learned)
 
     def epoch_in_calls_of(steps_per_call):
         def engine_epoch(engine):
@@ -124,7 +126,7 @@ def measure(package, workdir, quick):
                 best[name] = max(best[name], rate)
         return best
 
-    build_model = problem.build_model
+    build_model = functools.partial(problem.build_model, learned)
     custom_tutorial = tutorials.CustomTrainingTutorial(strategy, build_model, batches)
     fit_tutorial = tutorials.KerasTutorial(strategy, build_model, batches)
     rate = rates(
@@ -136,7 +138,7 @@ def measure(package, workdir, quick):
             ),
             "custom_tutorial": (tutorials.CustomTrainingTutorial.epoch, custom_tutorial),
             "fit": (epoch_in_calls_of(config.steps_per_call), build_engine("fit")),
-            "bare_fit": (bare_fit_epoch, engine_fit.build_compiled_model(strategy, config)),
+            "bare_fit": (bare_fit_epoch, engine_fit.build_compiled_model(strategy, config, learned)),
             "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
         }
     )

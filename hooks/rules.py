@@ -285,11 +285,13 @@ CONDITIONAL_FILES = {
 
 # Files whose code one option chooses: path -> that option. The file in the
 # template ends by including templates/<its name>/<the option's value>.py (after
-# at most a docstring and imports), so each variant is whole code, not lines
-# inside a shared module.
+# the code every value shares), so each variant is whole functions, not lines
+# inside shared ones.
 VARIANT_FILES = {
     "src/PKG/sources.py": "data_source",
     "src/PKG/task.py": "task",
+    "src/PKG/compat.py": "keras_package",
+    "src/PKG/strategy.py": "distribution",
 }
 
 ALWAYS_FILES = (
@@ -309,6 +311,7 @@ ALWAYS_FILES = (
     "src/PKG/sources.py",
     "src/PKG/compat.py",
     "src/PKG/task.py",
+    "src/PKG/statistics.py",
     "src/PKG/optimizer.py",
     "src/PKG/checkpointing.py",
     "src/PKG/evaluation.py",
@@ -328,6 +331,7 @@ ALWAYS_FILES = (
     "tests/test_sharding.py",
     "tests/test_strategy.py",
     "tests/test_randomness.py",
+    "tests/test_statistics.py",
     "tests/test_cli.py",
     "tests/test_resume.py",
     "tests/test_controller.py",

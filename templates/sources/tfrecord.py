@@ -27,7 +27,7 @@ SHUFFLE_RECORDS = 10_000
 INPUT_OP_ERROR = re.compile(r"ParseExample|Decode\w*Jpeg|DecodeImage|jpeg|JPEG")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class RecordSource:
     """TFRecord shards. A record is a serialized example; parsing takes a batch."""
 
@@ -36,6 +36,9 @@ class RecordSource:
     bytes: int
     # Where the shards and their manifest are (named in errors).
     data_dir: str
+    # What `index` learned from these records (statistics.py): the training
+    # split's; None for evaluation, whose statistics nothing uses.
+    learned: dict | None
 {%- if cookiecutter.task == "image" %}
     # Subtracted from every stored label (1 for 1-based labels).
     label_offset: int = 0
@@ -70,6 +73,10 @@ class RecordSource:
         return task.parse_batch(records, keys)
 {%- endif %}
 
+    def statistics(self):
+        """The statistics `index` stored in the manifest: no record is read."""
+        return self.learned
+
     def read_error(self, err, epoch, step):
         """The error to stop with when a training step failed with `err`, or None
         when the data is not the cause.
@@ -100,9 +107,9 @@ class RecordSource:
 def load_sources(config):
     """The training and evaluation sources, from the manifest (no record is read)."""
 {%- if cookiecutter.task == "image" %}
-    splits = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
+    splits, learned = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
 {%- else %}
-    splits = manifest.load(config.data_dir, task.INPUT_SHAPE, task.NUM_CLASSES)
+    splits, learned = manifest.load(config.data_dir, task.INPUT_SHAPE, task.NUM_CLASSES)
 {%- endif %}
     return tuple(
         RecordSource(
@@ -110,6 +117,7 @@ def load_sources(config):
             counts=tuple(shard.records for shard in splits[split]),
             bytes=sum(shard.bytes for shard in splits[split]),
             data_dir=config.data_dir,
+            learned=learned if split == "train" else None,
 {%- if cookiecutter.task == "image" %}
             label_offset=config.label_offset,
 {%- endif %}

@@ -55,16 +55,18 @@ def residual_block(x, width, strides):
     return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
 
 
-def build_model():
-    """A small ResNet-style classifier of uint8 images, returning logits.
+def build_model(statistics):
+    """A small ResNet-style classifier of uint8 images, returning logits. Pixels are
+    standardized with the training images' per-channel mean and variance
+    (`statistics`, from statistics_from).
 
     For ImageNet-size images, return keras.applications.ResNet50(weights=None,
-    input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), classes=NUM_CLASSES) after a
-    Rescaling layer instead; its BatchNormalization layers are not synchronized,
+    input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), classes=NUM_CLASSES) after the
+    Normalization layer instead; its BatchNormalization layers are not synchronized,
     which the doctor's sync check reports on several replicas.
     """
     inputs = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), dtype="uint8", name="images")
-    x = keras.layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)  # uint8 -> [-1, 1]
+    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
     x = keras.layers.ReLU()(batch_norm()(conv(STAGE_WIDTHS[0], strides=2)(x)))
     for stage, width in enumerate(STAGE_WIDTHS):
         for block in range(BLOCKS_PER_STAGE):
@@ -88,6 +90,25 @@ def per_example_metric(labels, logits):
     """1.0 where the highest logit is the label's class, else 0.0."""
     predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
     return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+
+
+def summarize_batch(images, labels):
+    """Per-channel pixel sums over a batch of evaluation crops (numpy), added up
+    over the training images."""
+    del labels
+    pixels = images.reshape(-1, 3).astype("float64")
+    return {
+        "count": len(pixels),
+        "sum": pixels.sum(axis=0),
+        "sum_of_squares": np.square(pixels).sum(axis=0),
+    }
+
+
+def statistics_from(sums):
+    """The training images' per-channel mean and variance, for build_model."""
+    mean = sums["sum"] / sums["count"]
+    variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
+    return {"mean": mean.tolist(), "variance": variance.tolist()}
 
 
 def sample_examples(num_examples, seed):

@@ -13,10 +13,11 @@ FORMAT = "tf.train.Example: features float32[N], label int64"
 SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
 
 
-def build_model():
-    """A small MLP classifier returning logits."""
+def build_model(statistics):
+    """A small MLP classifier returning logits, of features standardized with the
+    training data's mean and variance (`statistics`, from statistics_from)."""
     inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
-    x = inputs
+    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
     for width in (64, 64):
         x = keras.layers.Dense(
             width, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-4)
@@ -39,6 +40,24 @@ def per_example_metric(labels, logits):
     """1.0 where the highest logit is the label's class, else 0.0."""
     predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
     return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+
+
+def summarize_batch(features, labels):
+    """Per-feature sums over a batch (numpy), added up over the training data."""
+    del labels
+    features = features.astype("float64")
+    return {
+        "count": len(features),
+        "sum": features.sum(axis=0),
+        "sum_of_squares": np.square(features).sum(axis=0),
+    }
+
+
+def statistics_from(sums):
+    """The training data's per-feature mean and variance, for build_model."""
+    mean = sums["sum"] / sums["count"]
+    variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
+    return {"mean": mean.tolist(), "variance": variance.tolist()}
 
 
 def sample_examples(num_examples, seed):

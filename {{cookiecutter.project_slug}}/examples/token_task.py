@@ -5,8 +5,9 @@ framework and the project's equivalence, resume, evaluation and export tests
 run unchanged (the template's own tests do exactly that). It differs from the
 sample task in each thing `task.py` holds: int32 token ids of shape
 [SEQUENCE_LENGTH] instead of float features, an Embedding model, 5 classes, a
-record format of its own, random token masking as augmentation, and top-2
-accuracy as the metric.
+record format of its own, random token masking as augmentation, top-2
+accuracy as the metric, and statistics of the labels instead of the inputs (the
+class frequencies, which start the logits' biases at the log prior).
 """
 
 import numpy as np
@@ -33,14 +34,20 @@ FORMAT = "tf.train.Example: tokens int64[N], topic int64"
 SERVING_INPUT = tf.TensorSpec([None, SEQUENCE_LENGTH], tf.int32, name="tokens")
 
 
-def build_model():
-    """Token embeddings, averaged, then a small MLP returning logits."""
+def build_model(statistics):
+    """Token embeddings, averaged, then a small MLP returning logits, whose biases
+    start at the training data's log class frequencies (`statistics`)."""
     inputs = keras.Input(shape=INPUT_SHAPE, dtype="int32", name="tokens")
     x = keras.layers.Embedding(VOCABULARY_SIZE, 16)(inputs)
     x = keras.layers.GlobalAveragePooling1D()(x)
     x = keras.layers.Dense(32, activation="relu")(x)
     # float32 logits keep the softmax and the loss stable under mixed precision.
-    outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
+    outputs = keras.layers.Dense(
+        NUM_CLASSES,
+        dtype="float32",
+        bias_initializer=keras.initializers.Constant(statistics["log_prior"]),
+        name="logits",
+    )(x)
     return keras.Model(inputs, outputs, name="topics")
 
 
@@ -54,6 +61,19 @@ def per_example_metric(labels, logits):
     """1.0 where the label's class is among the two highest logits, else 0.0."""
     labels = tf.cast(labels, tf.int32)
     return tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), k=2), tf.float32)
+
+
+def summarize_batch(tokens, labels):
+    """Examples per class in a batch (numpy), added up over the training data."""
+    del tokens
+    return {"class_counts": np.bincount(labels, minlength=NUM_CLASSES)}
+
+
+def statistics_from(sums):
+    """The log of each class's share of the training examples (a class never seen
+    gets the log of half an example's share)."""
+    counts = np.maximum(sums["class_counts"], 0.5)
+    return {"log_prior": np.log(counts / counts.sum()).tolist()}
 
 
 def sample_examples(num_examples, seed):

@@ -4,6 +4,7 @@ The split must happen before TensorFlow initializes its devices, so it runs
 here, at import time, before any test touches TensorFlow.
 """
 
+import functools
 import importlib
 import json
 import os
@@ -34,6 +35,7 @@ import pytest  # noqa: E402
 
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
+from {{ cookiecutter.package_name }}.data import ArraySource  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 from {{ cookiecutter.package_name }}.sources import make_data  # noqa: E402
@@ -43,7 +45,7 @@ from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: 
 from {{ cookiecutter.package_name }}.task import build_model, encode, sample_examples  # noqa: E402
 from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split  # noqa: E402
 {%- else %}
-from {{ cookiecutter.package_name }}.task import build_model  # noqa: E402
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402
 {%- endif %}
 
 
@@ -78,16 +80,24 @@ def assert_in_sync(strategy, variables):
             np.testing.assert_array_equal(first, other, err_msg=variable.name)
 
 
+@functools.cache
+def sample_statistics():
+    """The statistics (task.statistics_from) of the task's sample data: what
+    build_model takes where a test builds a model outside a run."""
+    return ArraySource(*sample_examples(1024, seed=0)).statistics()
+
+
 def load_weights(path):
-    """The weights saved at `path`, loaded into a fresh model from the builder."""
-    model = build_model()
+    """The weights saved at `path`, loaded into a fresh model from the builder
+    (the training data's statistics are constants of the model, not weights)."""
+    model = build_model(sample_statistics())
     model.load_weights(path)
     return model.get_weights()
 
 
-def build_model_with_dropout():
+def build_model_with_dropout(statistics):
     """The project's model with dropout before its logits, as users' models have."""
-    model = build_model()
+    model = build_model(statistics)
     logits = keras.layers.Dropout(0.5, dtype="float32", name="logits_dropout")(model.outputs[0])
     return keras.Model(model.inputs, logits)
 {%- if cookiecutter.mixed_precision != "no" %}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import tensorflow as tf
-from conftest import load_weights, read_json
+from conftest import load_weights, read_json, sample_statistics
 {% if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.cli import log_to_worker_file, native_startup_noise_hidden
 {%- else %}
@@ -67,7 +67,8 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     assert len(summary["losses"]) == summary["epochs"] == 2
     assert summary["final_loss"] == summary["losses"][-1] < summary["losses"][0]
     assert summary["final_metric"] > 0.4  # well above chance (0.25)
-    assert len(load_weights(summary["weights_path"])) == len(build_model().get_weights())
+    fresh = build_model(sample_statistics())
+    assert len(load_weights(summary["weights_path"])) == len(fresh.get_weights())
     assert f"replicas: {summary['replicas']}" in result.stderr
 {%- if cookiecutter.distribution == "mirrored" %}
     assert "all-reduce: collective, RING" in result.stderr  # on CPUs; NCCL between GPUs

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import tensorflow as tf
+from conftest import sample_statistics
 
 from {{ cookiecutter.package_name }} import controller, data, watchdog
 from {{ cookiecutter.package_name }}.controller import Preempted, TrainingError
@@ -36,7 +37,7 @@ class StubEngine:
 
     def __init__(self, strategy, kill_after=None, sigterm_after=None, inf_bias_after=None):
         with strategy.scope():
-            self.model = build_model()
+            self.model = build_model(sample_statistics())
             self.optimizer = make_optimizer("sgd", 0.1)
             self.optimizer.build(self.model.trainable_variables)
         self.strategy = strategy

@@ -9,9 +9,10 @@ from conftest import (
     assert_same_weights,
     is_distributed,
     load_weights,
+    sample_statistics,
 )
 {%- else %}
-from conftest import assert_in_sync, assert_same_weights, is_distributed
+from conftest import assert_in_sync, assert_same_weights, is_distributed, sample_statistics
 {%- endif %}
 
 from {{ cookiecutter.package_name }}.engine_custom import build_training_state, make_train_function
@@ -63,7 +64,9 @@ def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config)
     batches = examples.batch(32, drop_remainder=True)
     compiled_functions = []
     for jit_compile in (True, False):
-        state = build_training_state(two_replicas, sgd_config(f"xla-{jit_compile}", 16))
+        state = build_training_state(
+            two_replicas, sgd_config(f"xla-{jit_compile}", 16), sample_statistics()
+        )
         train_steps = make_train_function(two_replicas, state, 32, jit_compile)
         iterator = iter(two_replicas.experimental_distribute_dataset(batches))
         graph = train_steps.get_concrete_function(iterator, tf.constant(1)).graph.as_graph_def()
@@ -75,7 +78,7 @@ def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config)
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     config = sgd_config("sync", 16, optimizer="adam")
-    state = build_training_state(two_replicas, config)
+    state = build_training_state(two_replicas, config, sample_statistics())
     train_steps = make_train_function(two_replicas, state, global_batch_size=32)
     examples = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
@@ -97,6 +100,6 @@ def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
 def test_mixed_precision_computes_in_{{ cookiecutter.mixed_precision }}(two_replicas, sgd_config):
     set_precision_policy(True)
     config = sgd_config("dtype", 16, mixed_precision=True, **LOOP)
-    state = build_training_state(two_replicas, config)
+    state = build_training_state(two_replicas, config, sample_statistics())
     assert_mixed_precision(state.model, state.optimizer)
 {%- endif %}

@@ -195,7 +195,7 @@ def one_replica(cpu_replicas=None):
 
 
 def test_one_replica_when_two_were_asked_fails_replicas(config, monkeypatch):
-    monkeypatch.setattr(gpu_smoke, "make_strategy", one_replica)
+    monkeypatch.setattr(gpu_smoke, "make_local_strategy", one_replica)
     failed = failures(doctor.doctor(config))
     assert failed["replicas"].startswith("1 replica(s) on ")
     assert f"expected {REPLICAS}" in failed["replicas"]
@@ -225,17 +225,17 @@ def compile_under(strategy, model, optimizer):
     return model
 
 
-def fit_model_built_outside_the_scope(strategy, config):
-    model = build_model()
+def fit_model_built_outside_the_scope(strategy, config, statistics):
+    model = build_model(statistics)
     with strategy.scope():
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
     return compile_under(strategy, model, optimizer)
 
 
-def fit_optimizer_created_outside_the_scope(strategy, config):
+def fit_optimizer_created_outside_the_scope(strategy, config, statistics):
     optimizer = make_optimizer(config.optimizer, config.learning_rate)
     with strategy.scope():
-        model = build_model()
+        model = build_model(statistics)
     return compile_under(strategy, model, optimizer)
 
 
@@ -281,17 +281,17 @@ def state_from(model, optimizer, strategy):
     return TrainingState(model, optimizer, metric)
 
 
-def custom_model_built_outside_the_scope(strategy, config):
-    model = build_model()
+def custom_model_built_outside_the_scope(strategy, config, statistics):
+    model = build_model(statistics)
     with strategy.scope():
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
         optimizer.build(model.trainable_variables)
     return state_from(model, optimizer, strategy)
 
 
-def custom_optimizer_created_and_built_outside_the_scope(strategy, config):
+def custom_optimizer_created_and_built_outside_the_scope(strategy, config, statistics):
     with strategy.scope():
-        model = build_model()
+        model = build_model(statistics)
     # The silent case (Keras 3 and tf_keras alike): no error, slots not mirrored.
     optimizer = make_optimizer(config.optimizer, config.learning_rate)
     optimizer.build(model.trainable_variables)

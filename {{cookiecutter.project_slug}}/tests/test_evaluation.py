@@ -2,6 +2,7 @@
 split across replicas (a short last batch, an empty replica)."""
 
 import numpy as np
+from conftest import sample_statistics
 
 from {{ cookiecutter.package_name }}.data import (
     ArraySource,
@@ -36,9 +37,9 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
     features, labels = sample_examples(EXAMPLES, seed=3)
     examples = ArraySource(features, labels)
     with two_replicas.scope():
-        model = build_model()
+        model = build_model(sample_statistics())
     with one_device.scope():
-        reference = build_model()
+        reference = build_model(sample_statistics())
     reference.set_weights(model.get_weights())
     on_replicas = evaluate(two_replicas, model, distributed(two_replicas, examples, 64))
     whole_set = evaluate(one_device, reference, distributed(one_device, examples, EXAMPLES))

@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, load_weights
+from conftest import LOOPS, load_weights, sample_statistics
 
+from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.export import ExportError, export
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import (
@@ -95,13 +96,14 @@ def test_the_export_reloads_with_tensorflow_alone_and_predicts_like_the_trained_
     requests, model_inputs = requests_and_model_inputs()
     outputs = serve_in_a_fresh_process(str(serving / "1"), requests, tmp_path)
 
-    trained = build_model()
+    trained = build_model(statistics.load(config.model_dir))
     trained.set_weights(load_weights(summary["weights_path"]))
     expected = trained(model_inputs, training=False).numpy()
     np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
     np.testing.assert_allclose(outputs["probabilities"], tf.nn.softmax(expected), atol=1e-5)
     # The trained weights, not fresh ones: an untrained model predicts otherwise.
-    assert not np.allclose(build_model()(model_inputs, training=False), expected, atol=1e-3)
+    untrained = build_model(sample_statistics())
+    assert not np.allclose(untrained(model_inputs, training=False), expected, atol=1e-3)
 
     # The next export is the next version; no partial directory is left.
     assert export(config.model_dir, str(serving)) == str(serving / "2")

@@ -13,9 +13,10 @@ from conftest import (
     assert_same_weights,
     is_distributed,
     load_weights,
+    sample_statistics,
 )
 {%- else %}
-from conftest import assert_in_sync, assert_same_weights, is_distributed
+from conftest import assert_in_sync, assert_same_weights, is_distributed, sample_statistics
 {%- endif %}
 {% if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.compat import keras
@@ -67,7 +68,9 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
 
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
-    model = build_compiled_model(two_replicas, sgd_config("sync", 16, optimizer="adam"))
+    model = build_compiled_model(
+        two_replicas, sgd_config("sync", 16, optimizer="adam"), sample_statistics()
+    )
     engine = FitEngine(two_replicas, model)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches(256, 32)))
     loss, _ = engine.train(iterator, tf.constant(4))
@@ -88,7 +91,7 @@ def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
 def test_mixed_precision_computes_in_{{ cookiecutter.mixed_precision }}(two_replicas, sgd_config):
     set_precision_policy(True)
     config = sgd_config("dtype", 16, mixed_precision=True, **LOOP)
-    model = build_compiled_model(two_replicas, config)
+    model = build_compiled_model(two_replicas, config, sample_statistics())
     assert_mixed_precision(model, model.optimizer)
 {%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}
@@ -130,7 +133,7 @@ def still_broken(issue, why):
 )
 def test_upstream_keras3_fit_option_still_fails(two_replicas, option):
     with two_replicas.scope():
-        model = build_model()
+        model = build_model(sample_statistics())
         model.compile(
             optimizer="sgd",
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

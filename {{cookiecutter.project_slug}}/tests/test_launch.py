@@ -146,6 +146,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
             assert sorted(path.name for path in model_dir.iterdir()) == [
                 "checkpoints",
                 "logs",
+                "statistics.json",
                 "worker-1.log",
             ]
             scratch = Path(SCRATCH.search((model_dir / "worker-1.log").read_text())[1])
@@ -160,7 +161,14 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
         stop_launcher(launcher)
     assert not scratch.exists()
     written = sorted(path.name for path in model_dir.iterdir())
-    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "worker-1.log"]
+    assert written == [
+        "checkpoints",
+        "final.weights.h5",
+        "logs",
+        "model.keras",
+        "statistics.json",
+        "worker-1.log",
+    ]
     logs = worker_logs(first, model_dir)
     assert [text.count("starting fresh") for text in logs.values()] == [1] * WORKERS
     summary_path = tmp_path / "summary.json"
@@ -456,15 +464,17 @@ FIT_ON_WORKERS = """
 import keras
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }}.data import ArraySource
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
+examples = sample_examples(256, seed=0)
 with strategy.scope():
-    model = build_model()
+    model = build_model(ArraySource(*examples).statistics())
     model.compile(
         optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     )
-data = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
+data = tf.data.Dataset.from_tensor_slices(examples)
 data = data.batch(64, drop_remainder=True)
 model.fit(data, epochs=1, verbose=0)
 """

@@ -12,7 +12,10 @@ import pytest
 import tensorflow as tf
 from conftest import {% if cookiecutter.task == "image" %}truncated_jpeg_record, {% endif %}write_shards
 
-from {{ cookiecutter.package_name }} import manifest
+from {{ cookiecutter.package_name }} import manifest, statistics
+{%- if cookiecutter.task == "tabular" %}
+from {{ cookiecutter.package_name }}.data import ArraySource
+{%- endif %}
 from {{ cookiecutter.package_name }}.manifest import (
     ManifestError,
     first_corrupt_file,
@@ -22,9 +25,24 @@ from {{ cookiecutter.package_name }}.manifest import (
 )
 from {{ cookiecutter.package_name }}.sources import make_data
 {% if cookiecutter.task == "image" -%}
-from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, encode
+from {{ cookiecutter.package_name }}.task import (
+    IMAGE_SIZE,
+    NUM_CLASSES,
+    encode,
+    parse_batch,
+    sample_examples,
+    statistics_from,
+)
 {% else -%}
-from {{ cookiecutter.package_name }}.task import INPUT_SHAPE, NUM_CLASSES, NUM_FEATURES, encode
+from {{ cookiecutter.package_name }}.task import (
+    INPUT_SHAPE,
+    NUM_CLASSES,
+    NUM_FEATURES,
+    encode,
+    parse_batch,
+    sample_examples,
+    statistics_from,
+)
 {% endif -%}
 from {{ cookiecutter.package_name }}.tfrecords import write_split
 
@@ -33,7 +51,7 @@ SHAPE = (IMAGE_SIZE, IMAGE_SIZE, 3)
 
 
 def load_dir(path, label_offset=0):
-    return load(str(path), NUM_CLASSES, label_offset)
+    return load(str(path), NUM_CLASSES, label_offset)[0]
 
 
 def example(label=1):
@@ -43,7 +61,7 @@ SHAPE = INPUT_SHAPE
 
 
 def load_dir(path):
-    return load(str(path), INPUT_SHAPE, NUM_CLASSES)
+    return load(str(path), INPUT_SHAPE, NUM_CLASSES)[0]
 
 
 def example(label=1, width=NUM_FEATURES):
@@ -84,6 +102,27 @@ def test_make_data_writes_a_manifest_of_every_shard(data):
     assert first["feature_shape"] == list(SHAPE)
     assert 0 <= first["label_min"] <= first["label_max"] < NUM_CLASSES
     assert written["splits"]["eval"]["records"] == 10
+
+
+def test_index_stores_the_statistics_of_the_training_records_as_training_reads_them(tmp_path):
+    examples = sample_examples(300, seed=4)
+    write_split(tmp_path, "train", *examples, num_files=3)
+    write_split(tmp_path, "eval", *sample_examples(10, seed=5), num_files=1)
+    index(str(tmp_path), threads=2)
+    stored = json.loads((tmp_path / "manifest.json").read_text())["statistics"]
+    # Every training record parsed in one batch, as evaluation parses them: the
+    # sums do not depend on the files or the batches index read them in.
+    paths = sorted(str(path) for path in tmp_path.glob("train-*"))
+    records = tf.data.TFRecordDataset(paths).batch(1000).get_single_element()
+    references = [statistics_from(statistics.summarize([parse_batch(records)]))]
+{%- if cookiecutter.task == "tabular" %}
+    # The features are stored as they are: the arrays' statistics, too.
+    references.append(ArraySource(*examples).statistics())
+{%- endif %}
+    for reference in references:
+        assert stored.keys() == reference.keys()
+        for key, value in reference.items():
+            np.testing.assert_allclose(stored[key], value, rtol=1e-9, err_msg=key)
 
 
 def test_planning_reads_the_manifest_not_the_records(data):
@@ -193,7 +232,8 @@ def test_records_of_mixed_lengths_are_refused_by_index(data):
 
 
 def test_features_of_another_shape_are_refused_before_training(data):
-    write_records(data / "train-00001-of-00002.tfrecord", [example(width=OTHER_WIDTH)] * 4)
+    for shard in data.glob("*.tfrecord"):
+        write_records(shard, [example(width=OTHER_WIDTH)] * 4)
     index(str(data))
     shape = (
         rf"00002.tfrecord holds features of shape \[{OTHER_WIDTH}\],"
@@ -201,6 +241,10 @@ def test_features_of_another_shape_are_refused_before_training(data):
     )
     with pytest.raises(ManifestError, match=shape):
         load_dir(data)
+    # Their statistics could not be learned (they do not parse as the model
+    # takes them): with INPUT_SHAPE changed and no new index, that is the error.
+    with pytest.raises(ManifestError, match="has no statistics of the training data"):
+        load(str(data), (OTHER_WIDTH,), NUM_CLASSES)
 
 
 {%- else %}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 {%- endif %}
 import tensorflow as tf
-from conftest import build_model_with_dropout
+from conftest import build_model_with_dropout, sample_statistics
 
 from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 {%- if cookiecutter.training_loop in ("custom", "both") %}
@@ -62,9 +62,9 @@ def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_conf
     builder = "{{ cookiecutter.package_name }}.engine_{{ engine }}.build_model"
     monkeypatch.setattr(builder, build_model_with_dropout)
 {%- if engine == "fit" %}
-    model = build_compiled_model(two_replicas, sgd_config("dropout", 8))
+    model = build_compiled_model(two_replicas, sgd_config("dropout", 8), sample_statistics())
 {%- else %}
-    model = build_training_state(two_replicas, sgd_config("dropout", 8)).model
+    model = build_training_state(two_replicas, sgd_config("dropout", 8), sample_statistics()).model
 {%- endif %}
     first, second = replica_outputs(two_replicas, model, model_inputs(model))()
     assert not np.array_equal(first, second)

@@ -323,7 +323,14 @@ def test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it(
     )
     summary = train(config, one_device)
     written = sorted(tf.io.gfile.listdir(model_dir))
-    assert written == ["checkpoints", "final.weights.h5", "logs", "model.keras", "summary.json"]
+    assert written == [
+        "checkpoints",
+        "final.weights.h5",
+        "logs",
+        "model.keras",
+        "statistics.json",
+        "summary.json",
+    ]
     checkpoints = f"{model_dir}/checkpoints"
     assert tf.train.latest_checkpoint(checkpoints) == f"{checkpoints}/ckpt-3"
     assert tf.io.gfile.listdir(f"{model_dir}/logs")

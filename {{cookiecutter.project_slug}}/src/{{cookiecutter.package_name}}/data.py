@@ -30,12 +30,14 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, task
+from {{ cookiecutter.package_name }} import TrainerError, statistics, task
 
 log = logging.getLogger(__name__)
 
 DATA = tf.data.experimental.AutoShardPolicy.DATA
 FILE = tf.data.experimental.AutoShardPolicy.FILE
+# Rows summarized at a time for the training data's statistics.
+STATISTICS_BATCH = 4096
 
 
 class DataError(TrainerError):
@@ -55,6 +57,9 @@ class Source(typing.Protocol):
 
     def read_error(self, err, epoch, step) -> Exception | None:
         """What to stop with when a training step failed with `err` (None: not the data)."""
+
+    def statistics(self) -> dict:
+        """task.statistics_from over these records (the training source's go into the model)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -82,6 +87,11 @@ class ArraySource:
     def read_error(self, err, epoch, step):
         """Rows in memory: a failed step is never a bad record."""
         del err, epoch, step
+
+    def statistics(self):
+        """Summed over the rows in memory, as evaluation prepares them."""
+        rows = self.records([0]).batch(STATISTICS_BATCH)
+        return task.statistics_from(statistics.summarize(map(self.parse, rows)))
 
 
 @dataclasses.dataclass(frozen=True)

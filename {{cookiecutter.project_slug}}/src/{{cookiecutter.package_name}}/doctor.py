@@ -199,7 +199,7 @@ def input_examples_per_second(strategy, config, plan):
 def step_examples_per_second(strategy, config, plan):
     """The training step on batches already in memory: its speed without input."""
     prepare_run(config)
-    engine = build_engine(config, strategy, plan.global_batch_size)
+    engine = build_engine(config, strategy, plan.global_batch_size, plan.train.statistics())
     steps = INPUT_STEPS
 
     def cached(context):

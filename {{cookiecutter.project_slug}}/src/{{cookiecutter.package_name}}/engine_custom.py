@@ -36,9 +36,9 @@ class TrainingState:
     metric: keras.metrics.Metric
 
 
-def build_training_state(strategy, config):
+def build_training_state(strategy, config, statistics):
     with strategy.scope():
-        model = build_model()
+        model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
 {%- if cookiecutter.mixed_precision == "float16" %}

@@ -23,10 +23,11 @@ from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model, per_example_loss
 
 
-def build_compiled_model(strategy, config):
-    """Model, optimizer and metrics, all created under the strategy's scope."""
+def build_compiled_model(strategy, config, statistics):
+    """Model (built with the training data's `statistics`), optimizer and metrics,
+    all created under the strategy's scope."""
     with strategy.scope():
-        model = build_model()
+        model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
         optimizer = make_optimizer(config.optimizer, config.learning_rate)
 {%- if cookiecutter.mixed_precision == "float16" %}

@@ -12,7 +12,7 @@ import os
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line
+from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remote
 {%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
@@ -48,7 +48,7 @@ def trained_model(model_dir):
     # Weights are float32 under mixed_{{ cookiecutter.mixed_precision }} too; serving computes in float32.
     set_precision_policy(False)
 {%- endif %}
-    model = build_model()
+    model = build_model(statistics.load(model_dir))
     try:
         model.load_weights(weights)
     except (ValueError, OSError) as err:

@@ -2,7 +2,8 @@
 what its records hold.
 
 `index` (and `make-data`, after writing) reads every record once, files in
-parallel, and writes `manifest.json` next to the shards. `train` and `doctor`
+parallel, and writes `manifest.json` next to the shards, with the training
+data's statistics (statistics.py; a second read of the training files). `train` and `doctor`
 plan from the manifest and only check that each listed file is there with its
 recorded size, so start-up does not grow with the data: counting 150 GB of
 shards before step 1, again after every preemption, would take hours.
@@ -21,8 +22,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line
-from {{ cookiecutter.package_name }}.task import FORMAT, describe_batch
+from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
+from {{ cookiecutter.package_name }}.task import FORMAT, describe_batch, parse_batch, statistics_from
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ SHARD_PATTERNS = {
     "train": ("train-*.tfrecord", "train-?????-of-?????"),
     "eval": ("eval-*.tfrecord", "validation-?????-of-?????"),
 }
-VERSION = 2
+VERSION = 3
 # Files read at once by `index` and the checks: enough to keep a network file system busy.
 READ_THREADS = 16
 INDEX_BATCH = 1024
@@ -93,9 +94,11 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
                     f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}`"
                 )
             splits[split] = list(pool.map(index_file, paths))
+        learned = training_statistics(pool, [shard.path for shard in splits["train"]])
     manifest = {
         "version": VERSION,
         "format": FORMAT,
+        "statistics": learned,
         "splits": {
             split: {
                 "patterns": list(patterns[split]),
@@ -185,6 +188,32 @@ def index_file(path):
     return Shard(path, size, records, feature_shape, label_min, label_max)
 
 
+def training_statistics(pool, paths):
+    """task.statistics_from over the training files, or None (with a warning) when
+    their records do not parse as the model takes them: `load` then names why."""
+    try:
+        # Added in file order: the same data gives the same float sums.
+        return statistics_from(statistics.add_all(pool.map(summarize_file, paths)))
+    except tf.errors.InvalidArgumentError as err:
+        log.warning(
+            "no statistics of the training data: its records do not parse as the model"
+            " takes them (%s)",
+            first_line(err, 160),
+        )
+        return None
+
+
+def summarize_file(path):
+    """task.summarize_batch summed over `path`'s records, parsed as evaluation parses them."""
+    batches = (
+        tf.data.TFRecordDataset(path)
+        .batch(INDEX_BATCH)
+        .map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(2)
+    )
+    return statistics.summarize(batches)
+
+
 def described_batches(path):
     """`path`'s records described a batch at a time, in order: what `index` and the
     search for a bad file after a failed training step both read. Batches in
@@ -250,17 +279,19 @@ def write_atomically(path, text):
 def load(data_dir, num_classes, label_offset=0):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, and
-    labels (minus `label_offset`) in 0..num_classes-1."""
+    labels (minus `label_offset`) in 0..num_classes-1. Returns ({split: [Shard]},
+    the training data's statistics)."""
 {%- else %}
 
 
 def load(data_dir, input_shape, num_classes):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, the
-    input shape the model takes, and labels in 0..num_classes-1."""
+    input shape the model takes, and labels in 0..num_classes-1. Returns ({split:
+    [Shard]}, the training data's statistics)."""
 {%- endif %}
     check_data_dir(data_dir)
-    splits, patterns = read_manifest(data_dir)
+    splits, patterns, learned = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
         for split, shards in splits.items():
             check_listing(data_dir, split, shards, patterns[split])
@@ -271,11 +302,18 @@ def load(data_dir, input_shape, num_classes):
 {%- else %}
                 check_contents(shard, input_shape, num_classes)
 {%- endif %}
-    return splits
+    if learned is None:
+        raise ManifestError(
+            f"{MANIFEST_NAME} in {data_dir} has no statistics of the training data (index"
+            " could not parse its records with task.parse_batch) - fix the data or task.py,"
+            f" then run `{INDEX_COMMAND} {data_dir}`"
+        )
+    return splits, learned
 
 
 def read_manifest(data_dir):
-    """({split: [Shard]}, {split: the file name patterns index listed})."""
+    """({split: [Shard]}, {split: the file name patterns index listed}, the
+    training data's statistics)."""
     path = os.path.join(data_dir, MANIFEST_NAME)
     again = f"run `{INDEX_COMMAND} {data_dir}`"
     if not tf.io.gfile.exists(path):
@@ -306,7 +344,7 @@ def read_manifest(data_dir):
             for split in SPLITS
         }
         patterns = {split: tuple(manifest["splits"][split]["patterns"]) for split in SPLITS}
-        return splits, patterns
+        return splits, patterns, manifest["statistics"]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise ManifestError(
             f"{path} is not a manifest this project can read ({type(err).__name__}:"

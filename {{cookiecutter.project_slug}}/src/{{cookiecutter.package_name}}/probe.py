@@ -98,7 +98,7 @@ def run_steps(strategy, config, plan, steps, noise=True):
     batches (with the model's dropout and noise layers off unless `noise`)."""
     prepare_run(config)
     probe = BatchProbe(strategy)
-    engine = build_engine(config, probe, plan.global_batch_size)
+    engine = build_engine(config, probe, plan.global_batch_size, plan.train.statistics())
     if not noise:
         switch_off_noise(engine.model)
     loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))

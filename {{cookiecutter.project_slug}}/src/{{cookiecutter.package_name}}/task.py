@@ -11,8 +11,15 @@ doctor) reaches it through these names alone:
 - `INPUT_SHAPE`: the shape of one example's input, which `index` checks each
   record holds.
 {%- endif %}
-- `build_model()`: a Keras model from inputs to logits. The engines call it
-  under `strategy.scope()`, so build every variable inside it.
+- `build_model(statistics)`: a Keras model from inputs to logits. The engines
+  call it under `strategy.scope()`, so build every variable inside it.
+- `summarize_batch(inputs, labels)` and `statistics_from(sums)`: what the model
+  learns from the training data before training (a Normalization layer's mean
+  and variance, a vocabulary). `summarize_batch` gets numpy batches of model
+  inputs as evaluation prepares them and returns sums (a dict of arrays), which
+  the framework adds up over the training split{% if cookiecutter.data_source == "tfrecord" %} in `index`{% else %} before step 1{% endif %};
+  `statistics_from` turns them into the JSON values `build_model` gets, the
+  same in training, evaluation and export (statistics.py).
 - `per_example_loss(labels, logits)`: one loss per example. The framework
   scales it by the global batch and adds the model's regularization losses.
 - `sample_examples(num_examples, seed)`: seeded (inputs, labels) arrays: the

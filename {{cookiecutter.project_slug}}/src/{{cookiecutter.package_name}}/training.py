@@ -8,6 +8,7 @@ import os
 
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.checkpointing import (
     Checkpoints,
     Progress,
@@ -28,7 +29,7 @@ from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.sources import load_sources
-from {{ cookiecutter.package_name }}.strategy import describe, worker_count
+from {{ cookiecutter.package_name }}.strategy import describe, is_chief, worker_count
 from {{ cookiecutter.package_name }}.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -80,19 +81,19 @@ def plan_run(config, strategy):
     )
 
 
-def build_engine(config, strategy, global_batch_size):
+def build_engine(config, strategy, global_batch_size, statistics):
     """The engine this run trains with, its variables under the strategy's
-    scope: the one place an engine is built (train, doctor, gpu-smoke and the
-    benchmarks all call it)."""
+    scope, its model built with the training data's `statistics`: the one place
+    an engine is built (train, doctor, gpu-smoke and the benchmarks all call it)."""
 {%- if cookiecutter.training_loop == "both" %}
     if config.loop == "fit":
-        return FitEngine(strategy, build_compiled_model(strategy, config))
-    state = build_training_state(strategy, config)
+        return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
+    state = build_training_state(strategy, config, statistics)
     return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
 {%- elif cookiecutter.training_loop == "fit" %}
-    return FitEngine(strategy, build_compiled_model(strategy, config))
+    return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
 {%- else %}
-    state = build_training_state(strategy, config)
+    state = build_training_state(strategy, config, statistics)
     return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
 {%- endif %}
 
@@ -139,5 +140,6 @@ def train(config, strategy):
     )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
     model_dir = prepare_model_dir(config.model_dir)
-    engine = build_engine(config, strategy, plan.global_batch_size)
+    learned = statistics.for_run(model_dir, plan.train, is_chief(strategy))
+    engine = build_engine(config, strategy, plan.global_batch_size, learned)
     return build_controller(config, strategy, plan, engine, model_dir).run()

@@ -1,0 +1,87 @@
+"""Statistics learned from the training data, built into the model.
+
+The task says what they are: `task.summarize_batch` gives sums over a batch of
+model inputs (as evaluation prepares them) and `task.statistics_from` turns the
+sums over the whole training split into what `task.build_model` takes (the
+sample tasks: the mean and variance a Normalization layer standardizes with).
+They are computed once: by `index`, which reads every record anyway{% if cookiecutter.data_source == "synthetic" %} (TFRecord
+data), or from the arrays in memory before step 1{% endif %}. The run stores the
+statistics it started with in its model directory, so a resumed run, evaluation
+and export build the same model whatever happens to the data afterwards.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError, first_line, task
+
+STATISTICS_NAME = "statistics.json"
+
+
+class StatisticsError(TrainerError):
+    pass
+
+
+def add_all(sums):
+    """Sums of task.summarize_batch added key by key, in the order given (float64:
+    exact for counts; None: nothing to add)."""
+    total = None
+    for each in sums:
+        each = {key: np.asarray(value, np.float64) for key, value in each.items()}
+        total = each if total is None else {key: total[key] + each[key] for key in total}
+    return total
+
+
+def summarize(batches):
+    """The sums over (inputs, labels) batches of model inputs."""
+    return add_all(
+        task.summarize_batch(np.asarray(inputs), np.asarray(labels)) for inputs, labels in batches
+    )
+
+
+def for_run(model_dir, train, is_chief):
+    """The statistics this run builds its model with: those stored in `model_dir`
+    by the run's first start, or else the training source's (the chief stores them)."""
+    path = os.path.join(model_dir, STATISTICS_NAME)
+    if tf.io.gfile.exists(path):
+        return load(model_dir)
+    statistics = train.statistics()
+    if is_chief:
+        save(path, statistics)
+    return statistics
+
+
+def save(path, statistics):
+    """Written whole or not at all: a worker starting never reads half of it."""
+    try:
+        text = json.dumps(statistics, indent=1)
+    except TypeError as err:
+        raise StatisticsError(
+            f"task.statistics_from returned what JSON cannot hold ({err}) - return"
+            " lists, numbers and strings (numpy: .tolist())"
+        ) from None
+    partial = path + ".partial"
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write(text + "\n")
+    tf.io.gfile.rename(partial, path, overwrite=True)
+
+
+def load(model_dir):
+    """The statistics a run in `model_dir` trained with."""
+    path = os.path.join(model_dir, STATISTICS_NAME)
+    if not tf.io.gfile.exists(path):
+        raise StatisticsError(
+            f"{model_dir} has no {STATISTICS_NAME} (the training data's statistics the"
+            " model is built with) - pass the --model-dir of a `train` run, or run"
+            " `train` again with it to write them"
+        )
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as err:
+        raise StatisticsError(
+            f"{path} is not JSON ({first_line(err)}) - restore it, or train in a new --model-dir"
+        ) from None
