@@ -267,6 +267,7 @@ CONDITIONAL_FILES = {
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/importing.py": lambda o: o["data_source"] == "tfrecord",
+    "src/PKG/data_commands.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_importing.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "tests/test_manifest.py": lambda o: o["data_source"] == "tfrecord",
@@ -292,6 +293,7 @@ VARIANT_FILES = {
     "src/PKG/task.py": "task",
     "src/PKG/compat.py": "keras_package",
     "src/PKG/strategy.py": "distribution",
+    "src/PKG/data_commands.py": "task",
 }
 
 ALWAYS_FILES = (
@@ -305,6 +307,7 @@ ALWAYS_FILES = (
     "src/PKG/__init__.py",
     "src/PKG/__main__.py",
     "src/PKG/cli.py",
+    "src/PKG/arguments.py",
     "src/PKG/config.py",
     "src/PKG/strategy.py",
     "src/PKG/data.py",

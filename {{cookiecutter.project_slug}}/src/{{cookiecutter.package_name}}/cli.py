@@ -11,22 +11,16 @@ import os
 import re
 import sys
 import tempfile
-{%- if cookiecutter.data_source == "tfrecord" %}
-import time
-{%- endif %}
 import warnings
 {%- if cookiecutter.distribution == "multi_worker" %}
 from pathlib import Path
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, data_commands{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}
+from {{ cookiecutter.package_name }}.arguments import ArgumentParser, positive_float, positive_int
 from {{ cookiecutter.package_name }}.config import POSITIVE_FIELDS, TrainConfig, load_config, value_type
 
 PROG = "{{ cookiecutter.project_slug }}"
-{%- if cookiecutter.distribution == "multi_worker" %}
-# The commands `launch` runs on every worker.
-WORKER_COMMANDS = ("train", "doctor")
-{%- endif %}
 # What TensorFlow's C++ side prints while it loads and looks for GPUs, before its
 # log level applies (TF_CPP_MIN_LOG_LEVEL cannot hide it): shown with --verbose.
 NATIVE_STARTUP_NOISE = re.compile(
@@ -36,33 +30,6 @@ NATIVE_STARTUP_NOISE = re.compile(
     r"|cpu_feature_guard\.cc|the appropriate compiler flags|To enable the following instructions"
     r"|TF-TRT Warning|Attempting to register factory for plugin"
 )
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """Bad flags give one `error:` line (not argparse's usage block) and exit 2."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} - run '{self.prog} --help' for usage\n")
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1 or str(value) != text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return value
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
 
 
 def add_config_flags(parser, command):
@@ -136,83 +103,10 @@ def build_parser():
     )
     smoke.set_defaults(handler=run_gpu_smoke)
 {%- if cookiecutter.distribution == "multi_worker" %}
-
-    launch = commands.add_parser(
-        "launch", parents=[common], help="run a command as N local workers (development and CI)"
-    )
-    launch.add_argument("--workers", type=positive_int, required=True)
-    launch.add_argument(
-        "--gpus-per-worker",
-        type=positive_int,
-        help="give worker I the GPUs I*K .. I*K+K-1 (default: CPU only)",
-    )
-    launch.add_argument(
-        "worker_command",
-        nargs=argparse.REMAINDER,
-        metavar="-- COMMAND [ARGS]",
-        help="what every worker runs: " + " or ".join(WORKER_COMMANDS),
-    )
-    launch.set_defaults(handler=run_launch)
+    launch.add_command(commands, common)
 {%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
-
-    make_data = commands.add_parser(
-        "make-data", parents=[common], help="write a sample TFRecord data set"
-    )
-    make_data.add_argument("--output-dir", default="data")
-    make_data.add_argument("--num-files", type=positive_int, default=4)
-    make_data.add_argument("--examples", type=positive_int, default=4096, help="training examples")
-    make_data.add_argument("--seed", type=int, default=0)
-    make_data.set_defaults(handler=run_make_data)
-
-    index = commands.add_parser(
-        "index",
-        parents=[common],
-        help="list existing shards with their record counts in DIR/manifest.json (reads each once)",
-    )
-    index.add_argument("--data-dir", required=True, help="directory of the shards")
-    index.add_argument("--threads", type=positive_int, default=16, help="files read at once")
-    for split, flag in (("train", "--train-files"), ("eval", "--eval-files")):
-        index.add_argument(
-            flag,
-            nargs="+",
-            metavar="PATTERN",
-            help=f"glob(s) of the {split} shards' names (default: SHARD_PATTERNS, manifest.py)",
-        )
-    index.set_defaults(handler=run_index)
-{%- if cookiecutter.task == "image" %}
-
-    import_images = commands.add_parser(
-        "import-images",
-        parents=[common],
-        help="convert a folder of class folders of images into indexed shards",
-    )
-    import_images.add_argument("--source", required=True, help="one folder per class")
-    import_images.add_argument(
-        "--eval-source", help="class folders of evaluation images (default: hold out a share)"
-    )
-    import_images.add_argument(
-        "--eval-fraction", type=float, default=0.1, help="share held out without --eval-source"
-    )
-    import_images.add_argument("--output-dir", required=True)
-    import_images.add_argument("--num-files", type=positive_int, help="training shards")
-    import_images.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
-    import_images.add_argument("--seed", type=int, default=0)
-    import_images.set_defaults(handler=run_import_images)
-{%- else %}
-
-    import_csv = commands.add_parser(
-        "import-csv",
-        parents=[common],
-        help="convert CSV files (a header row, one example a row) into indexed shards",
-    )
-    import_csv.add_argument("--train", nargs="+", required=True, help="one shard per file")
-    import_csv.add_argument("--eval", nargs="+", required=True, help="one shard per file")
-    import_csv.add_argument("--label-column", default="label")
-    import_csv.add_argument("--output-dir", required=True)
-    import_csv.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
-    import_csv.set_defaults(handler=run_import_csv)
-{%- endif %}
+    data_commands.add_commands(commands, common)
 {%- endif %}
     return parser
 
@@ -307,24 +201,6 @@ def run_doctor(args):
     report = doctor(config)
     report.print()
     return 0 if report.passed else 1
-{%- if cookiecutter.distribution == "multi_worker" %}
-
-
-def run_launch(args):
-    command = args.worker_command
-    if command[:1] == ["--"]:
-        command = command[1:]
-    if not command or command[0] not in WORKER_COMMANDS:
-        given = " ".join(command) or "nothing"
-        raise TrainerError(
-            f"launch runs {' or '.join(WORKER_COMMANDS)} on every worker, not {given}"
-            f" - e.g. {PROG} launch --workers 2 -- train --epochs 1"
-        )
-    from {{ cookiecutter.package_name }}.launch import launch
-
-    worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
-    return launch(args.workers, worker_argv, args.gpus_per_worker)
-{%- endif %}
 
 
 def run_export(args):
@@ -342,66 +218,6 @@ def run_gpu_smoke(args):
     report = gpu_smoke(load_config(None, {}), args.cpu_replicas)
     report.print()
     return 0 if report.passed else 1
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def run_make_data(args):
-    from {{ cookiecutter.package_name }}.sources import make_data
-
-    make_data(args.output_dir, args.num_files, args.examples, args.seed)
-    return 0
-
-
-def run_index(args):
-    from {{ cookiecutter.package_name }}.manifest import index
-
-    started = time.monotonic()
-    given = {"train": args.train_files, "eval": args.eval_files}
-    patterns = {split: tuple(globs) for split, globs in given.items() if globs}
-    print_manifest(args.data_dir, index(args.data_dir, args.threads, patterns), started)
-    return 0
-
-
-def print_manifest(data_dir, splits, started):
-    from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
-
-    for split, shards in splits.items():
-        records = sum(shard.records for shard in shards)
-        megabytes = sum(shard.bytes for shard in shards) / 1e6
-        print(f"{split}: {len(shards)} files, {records} records, {megabytes:.1f} MB")
-    seconds = time.monotonic() - started
-    print(f"wrote {os.path.join(data_dir, MANIFEST_NAME)} in {seconds:.1f} s")
-{%- if cookiecutter.task == "image" %}
-
-
-def run_import_images(args):
-    from {{ cookiecutter.package_name }}.importing import import_images
-
-    started = time.monotonic()
-    classes, splits = import_images(
-        args.output_dir,
-        args.source,
-        args.eval_source,
-        args.eval_fraction,
-        args.num_files,
-        args.workers,
-        args.seed,
-    )
-    print(f"classes 0..{len(classes) - 1}: {', '.join(classes)}")
-    print_manifest(args.output_dir, splits, started)
-    return 0
-{%- else %}
-
-
-def run_import_csv(args):
-    from {{ cookiecutter.package_name }}.importing import import_csv
-
-    started = time.monotonic()
-    splits = import_csv(args.output_dir, args.train, args.eval, args.label_column, args.workers)
-    print_manifest(args.output_dir, splits, started)
-    return 0
-{%- endif %}
-{%- endif %}
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ they save the same step and exit with 143, and so does the launcher.
 On a cluster, the TFJob operator (Kubernetes) or Slurm starts the workers instead.
 """
 
+import argparse
 import json
 import os
 import signal
@@ -18,6 +19,10 @@ import threading
 import time
 
 from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.arguments import positive_int
+
+# The commands `launch` runs on every worker.
+WORKER_COMMANDS = ("train", "doctor")
 
 # How long a worker gets to exit after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 5
@@ -30,6 +35,40 @@ POLL_SECONDS = 0.2
 
 class LaunchError(TrainerError):
     pass
+
+
+def add_command(commands, common):
+    """`launch`, as a subcommand of the project's command line."""
+    launch_command = commands.add_parser(
+        "launch", parents=[common], help="run a command as N local workers (development and CI)"
+    )
+    launch_command.add_argument("--workers", type=positive_int, required=True)
+    launch_command.add_argument(
+        "--gpus-per-worker",
+        type=positive_int,
+        help="give worker I the GPUs I*K .. I*K+K-1 (default: CPU only)",
+    )
+    launch_command.add_argument(
+        "worker_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARGS]",
+        help="what every worker runs: " + " or ".join(WORKER_COMMANDS),
+    )
+    launch_command.set_defaults(handler=run_launch)
+
+
+def run_launch(args):
+    command = args.worker_command
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command or command[0] not in WORKER_COMMANDS:
+        given = " ".join(command) or "nothing"
+        raise LaunchError(
+            f"launch runs {' or '.join(WORKER_COMMANDS)} on every worker, not {given}"
+            " - e.g. {{ cookiecutter.project_slug }} launch --workers 2 -- train --epochs 1"
+        )
+    worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
+    return launch(args.workers, worker_argv, args.gpus_per_worker)
 
 
 def free_ports(count):
