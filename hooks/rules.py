@@ -47,7 +47,7 @@ REFUSED_COMBINATIONS = (
             "launcher": ("kubernetes",),
             "distribution": ("mirrored",),
         },
-        "why": "a TFJob runs worker pods, which need MultiWorkerMirroredStrategy",
+        "why": "the JobSet and TFJob manifests run worker pods, which need MultiWorkerMirroredStrategy",
         "fix": "use distribution=multi_worker (it also runs as a single worker)",
     },
 )
@@ -276,6 +276,8 @@ CONDITIONAL_FILES = {
     "tests/test_slurm.py": lambda o: o["launcher"] == "slurm",
     "k8s/tfjob.yaml": lambda o: o["launcher"] == "kubernetes",
     "k8s/tfjob.schema.json": lambda o: o["launcher"] == "kubernetes",
+    "k8s/jobset.yaml": lambda o: o["launcher"] == "kubernetes",
+    "k8s/jobset.schema.json": lambda o: o["launcher"] == "kubernetes",
     "tests/test_kubernetes.py": lambda o: o["launcher"] == "kubernetes",
     "Dockerfile": lambda o: o["launcher"] == "kubernetes",
     ".dockerignore": lambda o: o["launcher"] == "kubernetes",
@@ -294,6 +296,7 @@ VARIANT_FILES = {
     "src/PKG/compat.py": "keras_package",
     "src/PKG/strategy.py": "distribution",
     "src/PKG/data_commands.py": "task",
+    "src/PKG/cluster.py": "launcher",
 }
 
 ALWAYS_FILES = (

@@ -1,7 +1,8 @@
 """Generated deployment files checked against what the real services accept:
 CI files against the GitHub Actions and GitLab CI schemas (check-jsonschema,
-offline), the TFJob manifest against the Training Operator's CRD schema, and the
-Dockerfile with hadolint. Each check is shown to refuse a broken file."""
+offline), the TFJob and JobSet manifests against their CRD schemas (the Training
+Operator's, kubernetes-sigs/jobset's), and the Dockerfile with hadolint. Each
+check is shown to refuse a broken file."""
 
 import json
 import shutil
@@ -79,7 +80,7 @@ def test_ci_schema_check_refuses_a_broken_file(cookies, tmp_path, provider):
     ],
     ids=variant_id,
 )
-def test_tfjob_and_dockerfile_are_valid(cookies, options):
+def test_tfjob_jobset_and_dockerfile_are_valid(cookies, options):
     project = Path(
         bake(cookies, distribution="multi_worker", launcher="kubernetes", **options).project_path
     )
@@ -89,6 +90,12 @@ def test_tfjob_and_dockerfile_are_valid(cookies, options):
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "two"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(manifest, schema)
+    jobset = yaml.safe_load((project / "k8s" / "jobset.yaml").read_text(encoding="utf-8"))
+    schema = json.loads((project / "k8s" / "jobset.schema.json").read_text(encoding="utf-8"))
+    jsonschema.validate(jobset, schema)
+    jobset["spec"]["replicatedJobs"][0]["replicas"] = "one"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(jobset, schema)
     lint = subprocess.run(
         [tool("hadolint"), str(project / "Dockerfile")], capture_output=True, text=True
     )

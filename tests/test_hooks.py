@@ -225,7 +225,7 @@ def test_pre_gen_hook_error_is_one_line_first(tmp_path):
         ({"package_name": "keras"}, "package_name='keras' would shadow"),
         ({"author_email": "nobody"}, "author_email='nobody' is not an e-mail address"),
         ({"version": "one"}, "version='one' is not a PEP 440 version"),
-        ({"launcher": "kubernetes"}, "a TFJob runs worker pods"),
+        ({"launcher": "kubernetes"}, "the JobSet and TFJob manifests run worker pods"),
     ],
 )
 def test_refused_bake_says_why_and_writes_nothing(cookies, capfd, tmp_path, changes, message):
@@ -263,8 +263,8 @@ def test_cli_refusal_prints_the_reason_first(tmp_path):
     )
     assert result.returncode != 0
     assert result.stderr.splitlines()[0] == (
-        "error: launcher=kubernetes, distribution=mirrored is not supported: a TFJob runs"
-        " worker pods, which need MultiWorkerMirroredStrategy"
+        "error: launcher=kubernetes, distribution=mirrored is not supported: the JobSet and"
+        " TFJob manifests run worker pods, which need MultiWorkerMirroredStrategy"
         " - use distribution=multi_worker (it also runs as a single worker)"
     )
     assert list(tmp_path.iterdir()) == []

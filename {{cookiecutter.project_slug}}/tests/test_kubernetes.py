@@ -1,10 +1,12 @@
-"""The TFJob manifest and its image: valid for the real TFJob schema, consistent
-with this project, and runnable: its container command goes through the local
-launcher with as many workers as the manifest asks for."""
+"""The TFJob and JobSet manifests and their image: valid for the real schemas,
+consistent with this project, and runnable: the TFJob's container command goes
+through the local launcher with as many workers as the manifest asks for, and
+each JobSet pod builds its TF_CONFIG from its place in the set."""
 
 import copy
 import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -15,6 +17,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+
+from {{ cookiecutter.package_name }}.cluster import ClusterError, tf_config_from_jobset
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = yaml.safe_load((ROOT / "k8s" / "tfjob.yaml").read_text(encoding="utf-8"))
@@ -187,3 +191,159 @@ def test_manifest_command_runs_through_the_local_launcher(cli, tmp_path{% if coo
     result = cli("launch", "--workers", replicas, "--", *command, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (tmp_path / "run" / "final.weights.h5").is_file()
+
+
+# JobSet (k8s/jobset.yaml): the same pods, restarted by the set's failure policy,
+# with TF_CONFIG built in each pod by cluster.tf_config_from_jobset.
+JOBSET = yaml.safe_load((ROOT / "k8s" / "jobset.yaml").read_text(encoding="utf-8"))
+JOBSET_SCHEMA = json.loads((ROOT / "k8s" / "jobset.schema.json").read_text(encoding="utf-8"))
+
+
+def job(manifest):
+    return manifest["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+
+def pod(manifest):
+    return job(manifest)["template"]["spec"]
+
+
+def pod_container(manifest):
+    return pod(manifest)["containers"][0]
+
+
+def workers_variable(manifest):
+    return next(var["value"] for var in pod_container(manifest)["env"] if var["name"] == "WORKERS")
+
+
+def test_jobset_is_valid_and_the_schema_refuses_a_malformed_one():
+    jsonschema.validate(JOBSET, JOBSET_SCHEMA)
+    assert (JOBSET["apiVersion"], JOBSET["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
+    broken = copy.deepcopy(JOBSET)
+    broken["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartForever"
+    with pytest.raises(jsonschema.ValidationError, match="'RestartForever' is not one of"):
+        jsonschema.validate(broken, JOBSET_SCHEMA)
+
+
+def test_jobset_restarts_on_143_and_fails_on_any_other_exit():
+    policy = JOBSET["spec"]["failurePolicy"]
+    rules = {rule["action"]: rule["onJobFailureReasons"] for rule in policy["rules"]}
+    # Exit 143 fails the Job by its pod failure policy: the set restarts, uncounted.
+    assert rules["RestartJobSetAndIgnoreMaxRestarts"] == ["PodFailurePolicy"]
+    [exit_143] = job(JOBSET)["podFailurePolicy"]["rules"]
+    assert exit_143 == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [143]},
+    }
+    # Any other exit: no retry of the pod (backoffLimit 0), so the Job fails with
+    # BackoffLimitExceeded, and that fails the set.
+    assert job(JOBSET)["backoffLimit"] == 0
+    assert rules["FailJobSet"] == ["BackoffLimitExceeded"]
+    assert pod(JOBSET)["restartPolicy"] == "Never"  # what a pod failure policy needs
+    assert JOBSET["spec"]["network"]["enableDNSHostnames"] is True
+
+
+def test_jobset_pods_are_the_tfjob_pods():
+    tfjob_pod = workers(MANIFEST)["template"]["spec"]
+    for key in ("securityContext", "volumes", "terminationGracePeriodSeconds"):
+        assert pod(JOBSET)[key] == tfjob_pod[key], key
+    for key in ("name", "image", "resources", "volumeMounts"):
+        assert pod_container(JOBSET)[key] == container(MANIFEST)[key], key
+    size = job(JOBSET)
+    assert size["parallelism"] == size["completions"] == int(workers_variable(JOBSET))
+    assert size["completionMode"] == "Indexed"
+
+
+def pod_environment(index, workers=2):
+    """What Kubernetes and k8s/jobset.yaml give pod `index` of a set named trainer."""
+    return {
+        "JOBSET_NAME": "trainer",
+        "REPLICATED_JOB_NAME": "worker",
+        "JOB_INDEX": "0",
+        "JOB_COMPLETION_INDEX": str(index),
+        "WORKERS": str(workers),
+    }
+
+
+def test_every_jobset_pod_builds_the_same_cluster_and_its_own_index():
+    configs = [tf_config_from_jobset(2222, pod_environment(index, 3)) for index in range(3)]
+    hosts = [f"trainer-worker-0-{index}.trainer:2222" for index in range(3)]
+    assert [config["cluster"] for config in configs] == [{"worker": hosts}] * 3
+    assert [config["task"] for config in configs] == [
+        {"type": "worker", "index": index} for index in range(3)
+    ]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"JOB_INDEX": None}, r"^cannot read the JobSet pod: JOB_INDEX is not set - "),
+        ({"WORKERS": "two"}, r"^WORKERS='two' is not a whole number - "),
+        ({"JOB_COMPLETION_INDEX": "2"}, r"^JOB_COMPLETION_INDEX=2 is not one of the 2 workers - "),
+    ],
+    ids=["unset", "not-a-number", "index-past-the-workers"],
+)
+def test_a_pod_without_its_place_is_refused_in_one_line(change, message):
+    environment = {**pod_environment(1), **change}
+    environment = {name: value for name, value in environment.items() if value is not None}
+    with pytest.raises(ClusterError, match=message):
+        tf_config_from_jobset(2222, environment)
+
+
+def test_the_jobset_container_exports_tf_config_then_trains(tmp_path):
+    # The container's command, run by sh here: this environment's Python, and a
+    # stand-in for the project's command that prints what it was given.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in (
+        ("python", f'exec {sys.executable} "$@"'),
+        (container(MANIFEST)["command"][0], 'echo "$TF_CONFIG"; echo "$@"'),
+    ):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
+        (bin_dir / name).chmod(0o755)
+    command = pod_container(JOBSET)["command"]
+    assert command[:2] == ["sh", "-c"]
+    environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **pod_environment(1)}
+    ran = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 0, ran.stderr
+    tf_config, arguments = ran.stdout.splitlines()
+    assert json.loads(tf_config)["task"] == {"type": "worker", "index": 1}
+    assert json.loads(tf_config)["cluster"]["worker"][0] == "trainer-worker-0-0.trainer:2222"
+    assert arguments.split() == container(MANIFEST)["command"][1:]
+    # Without its place the pod exits 2 (a permanent failure) before training.
+    del environment["JOB_INDEX"]
+    ran = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=ROOT)
+    assert ran.returncode == 2 and not ran.stdout
+    assert "JOB_INDEX is not set" in ran.stderr
+
+
+def test_make_jobset_sets_image_workers_gpus_and_queue(tmp_path):
+    output = tmp_path / "jobset.yaml"
+    subprocess.run(
+        [
+            "make",
+            "-s",
+            "jobset",
+            "IMAGE=registry.test/team/trainer:2.0",
+            "WORKERS=4",
+            "GPUS_PER_WORKER=8",
+            "QUEUE=team-a",
+            f"JOBSET={output}",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
+    rendered = yaml.safe_load(output.read_text(encoding="utf-8"))
+    jsonschema.validate(rendered, JOBSET_SCHEMA)
+    assert job(rendered)["parallelism"] == job(rendered)["completions"] == 4
+    assert workers_variable(rendered) == "4"
+    assert pod_container(rendered)["image"] == "registry.test/team/trainer:2.0"
+    assert pod_container(rendered)["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert rendered["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "team-a"}
+    # Nothing else changed.
+    unchanged = copy.deepcopy(rendered)
+    job(unchanged).update(parallelism=2, completions=2)
+    next(var for var in pod_container(unchanged)["env"] if var["name"] == "WORKERS")["value"] = "2"
+    pod_container(unchanged)["image"] = pod_container(JOBSET)["image"]
+    pod_container(unchanged)["resources"] = pod_container(JOBSET)["resources"]
+    unchanged["metadata"]["labels"] = JOBSET["metadata"]["labels"]
+    assert unchanged == JOBSET
