@@ -115,6 +115,7 @@ def test_doctor_passes_on_the_generated_code(cli{% if cookiecutter.data_source =
     assert f"on {REPLICAS} replicas vs one device" in checks_run[sync][1]
 {%- else %}
     assert checks_run["replicas"][1] == "1 replicas on 1 worker(s)"
+    assert checks_run["network"][1] == "one worker: no peer to reach"
 {%- endif %}
 
 

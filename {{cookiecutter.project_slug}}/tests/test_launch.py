@@ -9,12 +9,15 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from conftest import LOOPS, REPLICAS, assert_same_weights, read_json{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
 
+from {{ cookiecutter.package_name }} import doctor
 from {{ cookiecutter.package_name }}.launch import (
     LaunchError,
     free_ports,
@@ -428,6 +431,27 @@ def test_two_workers_pass_the_doctor(cli{% if cookiecutter.data_source == "tfrec
         verdicts = [line.split()[2] for line in lines if line.split()[2:3] in (["PASS"], ["FAIL"])]
         assert verdicts and set(verdicts) == {"PASS"}, "\n".join(lines)
         assert f"[worker {index}] PASS replicas: {WORKERS} replicas on {WORKERS} worker(s)" in lines
+        network = next(line for line in lines if " network: " in line)
+        answered = "PASS network: 1 peer(s) answered; all-reduce of 32 MiB over 2 replicas"
+        assert answered in network
+        assert float(re.search(r"bus bandwidth ([\d.]+) GB/s", network)[1]) > 0
+
+
+def two_worker_cluster():
+    """A strategy's view of a 2-worker cluster, as worker 0 (no server is started)."""
+    spec = tf.train.ClusterSpec({"worker": ["localhost:1", "localhost:2"]})
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+        spec, task_type="worker", task_id=0
+    )
+    return types.SimpleNamespace(cluster_resolver=resolver, num_replicas_in_sync=2)
+
+
+def test_the_network_check_names_a_worker_that_does_not_answer(monkeypatch):
+    asked = []
+    monkeypatch.setattr(doctor, "answers", lambda peer: asked.append(peer) or False)
+    with pytest.raises(doctor.CheckFailed, match=r"^/job:worker/replica:0/task:1 did not answer"):
+        doctor.check_network(two_worker_cluster())
+    assert asked == ["/job:worker/replica:0/task:1"]  # every peer, not this worker
 
 
 @pytest.mark.parametrize(

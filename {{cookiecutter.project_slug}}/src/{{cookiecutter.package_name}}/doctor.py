@@ -4,7 +4,8 @@ It runs the very functions `train` uses (the strategy, the data pipeline, the
 engine from training.build_engine, your model and optimizer), on a few batches,
 so an edit that breaks synchronisation without any error shows up here, before
 it costs days of GPU time. Each check gives one line (report.py); the `input`
-check gives WARN (it still passes) when training waits for data.
+check gives WARN (it still passes) when training waits for data{% if cookiecutter.distribution == "multi_worker" %}, and the
+`network` check when the all-reduce between GPU workers is slow{% endif %}.
 """
 
 import dataclasses
@@ -39,6 +40,17 @@ from {{ cookiecutter.package_name }}.training import build_engine, plan_run, pre
 # With no GPU, the doctor splits the CPU: one replica could not show a sync error.
 DOCTOR_CPU_REPLICAS = 2
 {%- endif %}
+{%- if cookiecutter.distribution == "multi_worker" %}
+# The network check: how long each peer gets to answer, and the all-reduce it
+# times (the size of a gradient pack, strategy.BYTES_PER_PACK).
+PEER_TIMEOUT_SECONDS = 10
+NETWORK_BYTES = 32 * 2**20
+NETWORK_REPEATS = 5
+# Between GPU workers, a bus bandwidth below this means the all-reduce is not on
+# the fast path (NCCL over TCP sockets or a slow interface, or RING over gRPC):
+# 100 Gb/s networking gives about 10 GB/s.
+MIN_GPU_BUS_GBPS = 2.0
+{%- endif %}
 SYNC_STEPS = 4
 # Steps (and their batches) the input check times.
 INPUT_STEPS = 16
@@ -46,6 +58,9 @@ INPUT_STEPS = 16
 # What to do when the checked code crashes in a check.
 CRASH_FIXES = {
     "replicas": "check CUDA_VISIBLE_DEVICES and the TensorFlow GPU install (pip install '.[gpu]')",
+{%- if cookiecutter.distribution == "multi_worker" %}
+    "network": "check TF_CONFIG's addresses and that every worker reaches the others",
+{%- endif %}
     "dataset": "check load_sources in sources.py and worker_batches in data.py",
     "input": "check worker_batches in data.py",
     "variables": (
@@ -73,6 +88,9 @@ def doctor(config):
         for name in ("dataset", "variables", "batch-split", "sync", "upstream", "input"):
             report.not_run(name, "no strategy (see the replicas check)")
         return report
+{%- if cookiecutter.distribution == "multi_worker" %}
+    report.run("network", check_network, strategy)
+{%- endif %}
     plan = report.run("dataset", check_dataset, config, strategy)
 {%- if cookiecutter.training_loop == "both" %}
     # Every loop, each under its own check names ("sync (fit)").
@@ -132,6 +150,86 @@ def check_cluster_replicas():
             f" {local_replicas()} device(s)) - check TF_CONFIG and CUDA_VISIBLE_DEVICES"
         )
     return f"{found} replicas on {workers} worker(s)", strategy
+
+
+def check_network(strategy):
+    """Every other worker answers within PEER_TIMEOUT_SECONDS, and the all-reduce
+    of NETWORK_BYTES runs at a bus bandwidth (nccl-tests' measure: what each
+    link carries) the hardware should give."""
+    workers = worker_count(strategy)
+    if workers == 1:
+        return "one worker: no peer to reach", None
+    unanswered = [peer for peer in peer_tasks(strategy) if not answers(peer)]
+    if unanswered:
+        raise CheckFailed(
+            f"{', '.join(unanswered)} did not answer within {PEER_TIMEOUT_SECONDS} s - check"
+            " that it runs and that this worker reaches its host:port in TF_CONFIG (a"
+            " firewall, a wrong address)"
+        )
+    seconds = all_reduce_seconds(strategy, NETWORK_BYTES, NETWORK_REPEATS)
+    replicas = strategy.num_replicas_in_sync
+    bus_gbps = 2 * (replicas - 1) / replicas * NETWORK_BYTES / seconds / 1e9
+    detail = (
+        f"{workers - 1} peer(s) answered; all-reduce of {NETWORK_BYTES // 2**20} MiB over"
+        f" {replicas} replicas: {seconds * 1e3:.1f} ms, bus bandwidth {bus_gbps:.2f} GB/s"
+    )
+    if tf.config.list_physical_devices("GPU") and bus_gbps < MIN_GPU_BUS_GBPS:
+        raise CheckWarning(
+            f"{detail}, below {MIN_GPU_BUS_GBPS} GB/s - NCCL_DEBUG=INFO shows whether NCCL"
+            " fell back to TCP sockets or a slow interface (NCCL_SOCKET_IFNAME and"
+            " NCCL_IB_HCA choose them)"
+        )
+    return detail, None
+
+
+def peer_tasks(strategy):
+    """The other tasks of the cluster, as TensorFlow names them."""
+    resolver = strategy.cluster_resolver
+    return [
+        f"/job:{task_type}/replica:0/task:{index}"
+        for task_type, hosts in resolver.cluster_spec().as_dict().items()
+        for index in range(len(hosts))
+        if (task_type, index) != (resolver.task_type, resolver.task_id)
+    ]
+
+
+def answers(peer):
+    """Whether `peer` answers TensorFlow's own health probe (the one
+    MultiWorkerMirroredStrategy's health check sends; not public API)."""
+    from tensorflow.python.eager import context
+
+    try:
+        context.context().check_collective_ops_peer_health(
+            peer, timeout_in_ms=PEER_TIMEOUT_SECONDS * 1000
+        )
+    except (
+        tf.errors.UnavailableError,
+        tf.errors.DeadlineExceededError,
+        tf.errors.FailedPreconditionError,  # a peer that restarted is another one
+    ):
+        return False
+    return True
+
+
+def all_reduce_seconds(strategy, num_bytes, repeats):
+    """The fastest of `repeats` all-reduces of `num_bytes` of float32 per replica,
+    after one that traces and sets up the collective."""
+
+    @tf.function
+    def all_reduce():
+        def replica_fn():
+            values = tf.ones([num_bytes // 4], tf.float32)
+            return tf.distribute.get_replica_context().all_reduce("sum", values)[:1]
+
+        return strategy.experimental_local_results(strategy.run(replica_fn))
+
+    all_reduce()[0].numpy()
+    fastest = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        all_reduce()[0].numpy()  # the host waits for the result
+        fastest = min(fastest, time.perf_counter() - started)
+    return fastest
 {%- endif %}
 
 
