@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist load --maxschedchunk 1
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
 
-.PHONY: demo test test-fast test-slow lint bench gpu-check clean
+.PHONY: demo test test-fast test-slow test-slurm lint bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("error: Python 3.11+ is needed, found " + sys.version.split()[0] + " - set PYTHON=python3.11") if sys.version_info < (3, 11) else None'
@@ -37,14 +37,18 @@ demo: $(VENV)/.installed
 	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer doctor --cpu-replicas 2
 
 test: $(VENV)/.installed
-	$(PYTEST)
+	$(PYTEST) -m "not slurm"
 
 test-fast: $(VENV)/.installed
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow and not slurm"
 
 # SLOW_SHARD=K/N: only the K-th of N shares of the slow tier (parallel CI jobs).
 test-slow: $(VENV)/.installed
 	$(PYTEST) -m slow $(if $(SLOW_SHARD),--slow-shard $(SLOW_SHARD))
+
+# The batch script on a real one-node Slurm: as root, with apt-get or Slurm installed.
+test-slurm: $(VENV)/.installed
+	$(BIN)/python -m pytest -m slurm tests/test_baked_projects.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check hooks tests benchmarks local_extensions.py

@@ -274,6 +274,7 @@ CONDITIONAL_FILES = {
     "slurm/train.sbatch": lambda o: o["launcher"] == "slurm",
     "slurm/README.md": lambda o: o["launcher"] == "slurm",
     "tests/test_slurm.py": lambda o: o["launcher"] == "slurm",
+    "tests/test_slurm_cluster.py": lambda o: o["launcher"] == "slurm",
     "k8s/tfjob.yaml": lambda o: o["launcher"] == "kubernetes",
     "k8s/tfjob.schema.json": lambda o: o["launcher"] == "kubernetes",
     "k8s/jobset.yaml": lambda o: o["launcher"] == "kubernetes",

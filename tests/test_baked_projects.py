@@ -91,7 +91,7 @@ def left_out(options):
         return []
     return [
         "-m",
-        "not processes",
+        "not processes and not slurm",
         *(f"--ignore=tests/{name}" for name in FRAMEWORK_TESTS),
         *(f"--deselect=tests/{case}" for case in FRAMEWORK_CASES),
     ]
@@ -223,3 +223,28 @@ def test_a_project_trains_another_task_by_its_task_module_alone(cookies):
     passes_its_own_tests(
         project, ["-m", "not processes", *(f"tests/{name}" for name in TASK_AGNOSTIC_TESTS)]
     )
+
+
+# The batch script on a real one-node Slurm (make test-slurm; the template's CI
+# runs it on its own runner, where apt can install slurm-wlm and munge): a
+# multi-worker project submits slurm/train.sbatch unchanged, trains on 2 tasks,
+# is preempted mid-epoch, requeued and resumed to the uninterrupted weights. A
+# skip (no root, no Slurm) fails here: the tier exists to run.
+SLURM_TIER = {
+    "task": "tabular",
+    "training_loop": "custom",
+    "distribution": "multi_worker",
+    "keras_package": "keras3",
+    "data_source": "synthetic",
+    "mixed_precision": "no",
+    "launcher": "slurm",
+}
+
+
+@pytest.mark.slurm
+def test_the_batch_script_trains_preempts_and_resumes_on_a_real_slurm(cookies):
+    result = bake(cookies, project_name="slurm tier", **SLURM_TIER)
+    assert result.exit_code == 0, result.exception
+    project = Path(result.project_path)
+    install(project)
+    passes_its_own_tests(project, ["-m", "slurm", "tests/test_slurm_cluster.py"])
