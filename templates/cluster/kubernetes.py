@@ -44,18 +44,7 @@ def tf_config_from_jobset(port, environ=None):
 
 
 def main(argv=None):
-    import argparse
-
-    parser = argparse.ArgumentParser(description="print TF_CONFIG for this JobSet pod")
-    parser.add_argument("--from-jobset", action="store_true", required=True)
-    parser.add_argument("--port", type=int, default=2222)
-    args = parser.parse_args(argv)
-    try:
-        print(json.dumps(tf_config_from_jobset(args.port)))
-    except ClusterError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return print_tf_config(argv, "this JobSet pod", "--from-jobset", 2222, tf_config_from_jobset)
 
 
 if __name__ == "__main__":

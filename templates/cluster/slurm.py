@@ -94,18 +94,7 @@ def tf_config_from_slurm(port, environ=None):
 
 
 def main(argv=None):
-    import argparse
-
-    parser = argparse.ArgumentParser(description="print TF_CONFIG for this Slurm task")
-    parser.add_argument("--from-slurm", action="store_true", required=True)
-    parser.add_argument("--port", type=int, default=23456)
-    args = parser.parse_args(argv)
-    try:
-        print(json.dumps(tf_config_from_slurm(args.port)))
-    except ClusterError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return print_tf_config(argv, "this Slurm task", "--from-slurm", 23456, tf_config_from_slurm)
 
 
 if __name__ == "__main__":

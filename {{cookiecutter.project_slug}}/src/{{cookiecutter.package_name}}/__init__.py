@@ -28,3 +28,14 @@ def first_line(err, limit=300):
     if lines[0] == "in user code:":
         return re.sub(r"^\w+(Error|Exception): ", "", lines[-1])[:limit]
     return lines[0][:limit]
+
+
+def write_atomically(path, text):
+    """Write `text` to `path` (a local path or a URL) whole or not at all: a
+    reader, another worker starting, never sees half a file."""
+    import tensorflow as tf  # here, not above: cluster.py runs before TensorFlow loads
+
+    partial = f"{path}.partial"
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write(text)
+    tf.io.gfile.rename(partial, path, overwrite=True)

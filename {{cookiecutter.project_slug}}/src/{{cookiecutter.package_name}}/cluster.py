@@ -86,4 +86,23 @@ def is_chief_task(tf_config):
     if "chief" in cluster:
         return task["type"] == "chief"
     return task["type"] == "worker" and task["index"] == 0
+{%- if cookiecutter.launcher != "none" %}
+
+
+def print_tf_config(argv, place, flag, default_port, build):
+    """The command line of `python -m {{ cookiecutter.package_name }}.cluster`: print
+    TF_CONFIG for `place`, built by `build(port)`; one error line and 2 if it cannot be."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=f"print TF_CONFIG for {place}")
+    parser.add_argument(flag, action="store_true", required=True)
+    parser.add_argument("--port", type=int, default=default_port)
+    args = parser.parse_args(argv)
+    try:
+        print(json.dumps(build(args.port)))
+    except ClusterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+{%- endif %}
 {% include "cluster/" ~ cookiecutter.launcher ~ ".py" %}

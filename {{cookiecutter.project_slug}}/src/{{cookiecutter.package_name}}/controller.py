@@ -24,7 +24,7 @@ import time
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError
+from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, write_atomically
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
 from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
@@ -420,8 +420,5 @@ def log_epoch(epoch, epochs, loss, metric, eval_loss, eval_metric):
 def write_summary(path, summary):
     """Write the summary JSON atomically (a reader never sees half a file), to a
     local path or a URL."""
-    partial = f"{path}.partial"
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    with tf.io.gfile.GFile(partial, "w") as handle:
-        handle.write(json.dumps(summary, indent=2) + "\n")
-    tf.io.gfile.rename(partial, path, overwrite=True)
+    write_atomically(path, json.dumps(summary, indent=2) + "\n")

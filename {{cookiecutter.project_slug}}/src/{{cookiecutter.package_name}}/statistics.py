@@ -16,7 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line, task
+from {{ cookiecutter.package_name }} import TrainerError, first_line, task, write_atomically
 
 STATISTICS_NAME = "statistics.json"
 
@@ -55,7 +55,7 @@ def for_run(model_dir, train, is_chief):
 
 
 def save(path, statistics):
-    """Written whole or not at all: a worker starting never reads half of it."""
+    """`statistics` as JSON at `path`, written whole or not at all."""
     try:
         text = json.dumps(statistics, indent=1)
     except TypeError as err:
@@ -63,10 +63,7 @@ def save(path, statistics):
             f"task.statistics_from returned what JSON cannot hold ({err}) - return"
             " lists, numbers and strings (numpy: .tolist())"
         ) from None
-    partial = path + ".partial"
-    with tf.io.gfile.GFile(partial, "w") as handle:
-        handle.write(text + "\n")
-    tf.io.gfile.rename(partial, path, overwrite=True)
+    write_atomically(path, text + "\n")
 
 
 def load(model_dir):
