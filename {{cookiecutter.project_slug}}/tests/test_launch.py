@@ -18,6 +18,7 @@ import tensorflow as tf
 from conftest import LOOPS, REPLICAS, assert_same_weights, read_json{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
 
 from {{ cookiecutter.package_name }} import doctor
+from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.launch import (
     LaunchError,
     free_ports,
@@ -452,6 +453,16 @@ def test_the_network_check_names_a_worker_that_does_not_answer(monkeypatch):
     with pytest.raises(doctor.CheckFailed, match=r"^/job:worker/replica:0/task:1 did not answer"):
         doctor.check_network(two_worker_cluster())
     assert asked == ["/job:worker/replica:0/task:1"]  # every peer, not this worker
+
+
+def test_a_worker_that_does_not_answer_stops_the_doctor_before_any_collective(monkeypatch):
+    cluster = ("2 replicas on 2 worker(s)", two_worker_cluster())
+    monkeypatch.setattr(doctor, "check_cluster_replicas", lambda: cluster)
+    monkeypatch.setattr(doctor, "answers", lambda peer: False)
+    failed = {result.name: result.detail for result in doctor.doctor(TrainConfig()).results}
+    assert failed["network"].startswith("/job:worker/replica:0/task:1 did not answer")
+    for name in ("dataset", "variables", "sync", "input"):
+        assert failed[name] == "not run: a worker does not answer (see the network check)"
 
 
 @pytest.mark.parametrize(

@@ -90,6 +90,11 @@ def doctor(config):
         return report
 {%- if cookiecutter.distribution == "multi_worker" %}
     report.run("network", check_network, strategy)
+    if not report.passed:
+        # Every check below runs collectives, which would wait for that worker forever.
+        for name in ("dataset", "variables", "batch-split", "sync", "upstream", "input"):
+            report.not_run(name, "a worker does not answer (see the network check)")
+        return report
 {%- endif %}
     plan = report.run("dataset", check_dataset, config, strategy)
 {%- if cookiecutter.training_loop == "both" %}
