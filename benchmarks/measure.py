@@ -138,7 +138,10 @@ def measure(package, workdir, quick):
             ),
             "custom_tutorial": (tutorials.CustomTrainingTutorial.epoch, custom_tutorial),
             "fit": (epoch_in_calls_of(config.steps_per_call), build_engine("fit")),
-            "bare_fit": (bare_fit_epoch, engine_fit.build_compiled_model(strategy, config, learned)),
+            "bare_fit": (
+                bare_fit_epoch,
+                engine_fit.build_compiled_model(strategy, config, learned),
+            ),
             "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
         }
     )

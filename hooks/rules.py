@@ -47,7 +47,10 @@ REFUSED_COMBINATIONS = (
             "launcher": ("kubernetes",),
             "distribution": ("mirrored",),
         },
-        "why": "the JobSet and TFJob manifests run worker pods, which need MultiWorkerMirroredStrategy",
+        "why": (
+            "the JobSet and TFJob manifests run worker pods, which need"
+            " MultiWorkerMirroredStrategy"
+        ),
         "fix": "use distribution=multi_worker (it also runs as a single worker)",
     },
 )
@@ -298,6 +301,7 @@ VARIANT_FILES = {
     "src/PKG/strategy.py": "distribution",
     "src/PKG/data_commands.py": "task",
     "src/PKG/cluster.py": "launcher",
+    "src/PKG/cli.py": "distribution",
 }
 
 ALWAYS_FILES = (

@@ -87,7 +87,7 @@ def output_root(tmp_path):
 
 
 @settings(
-    max_examples=300,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

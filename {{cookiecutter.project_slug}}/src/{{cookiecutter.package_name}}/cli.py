@@ -68,6 +68,8 @@ def build_parser():
     common.add_argument(
         "--verbose", action="store_true", help="show TensorFlow's own start-up and info logs"
     )
+    # Every command but `launch` (its workers load TensorFlow, it never does).
+    parser.set_defaults(needs_tensorflow=True)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
     train = commands.add_parser("train", parents=[common], help="train the model")
@@ -111,87 +113,26 @@ def build_parser():
     return parser
 
 
-def config_from_args(args):
-    """The config file, overridden by the flags given (None: not given)."""
-    overrides = {
+def config_overrides(args):
+    """The settings given as flags (None: not given)."""
+    return {
         key: value
         for key, value in vars(args).items()
-        if key not in ("command", "handler", "config", "verbose")
+        if key not in ("command", "handler", "config", "verbose", "needs_tensorflow")
     }
-{%- if cookiecutter.distribution == "multi_worker" %}
-    if overrides.pop("cpu_replicas") is not None:
-        raise TrainerError(
-            "--cpu-replicas does not apply to multi-worker training:"
-            " MultiWorkerMirroredStrategy has one CPU replica per worker"
-            f" - run several workers instead: {PROG} launch --workers N -- {args.command} ..."
-        )
-{%- endif %}
-    return load_config(args.config, overrides)
 
 
-def run_train(args):
-    config = config_from_args(args)
-    # The strategy first: it must exist before any other TensorFlow op.
-{%- if cookiecutter.distribution == "multi_worker" %}
-    import tensorflow as tf
-{% endif %}
+def train_to_exit_status(config, strategy):
+    """Train; 0 when the run is done, PREEMPTED_EXIT_STATUS (retryable) when it
+    saved and stopped for a SIGTERM or a stall."""
     from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Preempted
-{%- if cookiecutter.distribution == "mirrored" %}
-    from {{ cookiecutter.package_name }}.strategy import make_strategy
     from {{ cookiecutter.package_name }}.training import train
 
-    strategy = make_strategy(config.cpu_replicas)
-{%- else %}
-    from {{ cookiecutter.package_name }}.strategy import is_chief, lost_worker_message, make_strategy
-    from {{ cookiecutter.package_name }}.training import train
-
-    strategy = make_strategy()
-    if not is_chief(strategy):
-        log_to_worker_file(config.model_dir, strategy.cluster_resolver)
-{%- endif %}
     try:
         train(config, strategy)
     except Preempted:
         return PREEMPTED_EXIT_STATUS
-{%- if cookiecutter.distribution == "multi_worker" %}
-    except tf.errors.OpError as err:
-        message = lost_worker_message(err)
-        if message is None:
-            raise
-        print(f"error: {message}", file=sys.stderr)
-        # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
-        return PREEMPTED_EXIT_STATUS
-{%- endif %}
     return 0
-
-{%- if cookiecutter.distribution == "multi_worker" %}
-
-
-def log_to_worker_file(model_dir, resolver):
-    """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log
-    (a local --model-dir) or to TASK-N.log in the local temporary directory (a
-    URL: gs://...), and its console shows warnings and errors only."""
-    from {{ cookiecutter.package_name }}.checkpointing import is_remote
-
-    # A bucket object cannot be appended to: a handler writing through tf.io.gfile
-    # would upload the whole log again on every line, or hold lines back and lose
-    # the last ones, which explain a crash, when the worker dies.
-    folder = tempfile.gettempdir() if is_remote(model_dir) else model_dir
-    path = Path(folder) / f"{resolver.task_type}-{resolver.task_id}.log"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file
-    except OSError as err:
-        raise TrainerError(
-            f"cannot write the worker log {path} ({err.strerror}) - pass a writable --model-dir"
-        ) from None
-    logging.info("%s %d logs to %s", resolver.task_type, resolver.task_id, path)
-    root = logging.getLogger()
-    for console in root.handlers:
-        console.setLevel(logging.WARNING)
-    log_file.setFormatter(logging.Formatter("%(message)s"))
-    root.addHandler(log_file)
-{%- endif %}
 
 
 def run_doctor(args):
@@ -265,17 +206,10 @@ def main(argv=None):
     quiet = args.command in ("doctor", "gpu-smoke")
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
     try:
-{%- if cookiecutter.distribution == "multi_worker" %}
-        if args.command != "launch":  # the launcher itself never loads TensorFlow
+        if args.needs_tensorflow:
             start_tensorflow(args.verbose)
-{%- else %}
-        start_tensorflow(args.verbose)
-{%- endif %}
         return args.handler(args)
     except TrainerError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+{% include "cli/" ~ cookiecutter.distribution ~ ".py" %}

@@ -54,7 +54,7 @@ def add_command(commands, common):
         metavar="-- COMMAND [ARGS]",
         help="what every worker runs: " + " or ".join(WORKER_COMMANDS),
     )
-    launch_command.set_defaults(handler=run_launch)
+    launch_command.set_defaults(handler=run_launch, needs_tensorflow=False)
 
 
 def run_launch(args):

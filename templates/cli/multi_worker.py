@@ -1,0 +1,60 @@
+
+
+def config_from_args(args):
+    """The config file, overridden by the flags given (None: not given)."""
+    overrides = config_overrides(args)
+    if overrides.pop("cpu_replicas") is not None:
+        raise TrainerError(
+            "--cpu-replicas does not apply to multi-worker training:"
+            " MultiWorkerMirroredStrategy has one CPU replica per worker"
+            f" - run several workers instead: {PROG} launch --workers N -- {args.command} ..."
+        )
+    return load_config(args.config, overrides)
+
+
+def run_train(args):
+    config = config_from_args(args)
+    # The strategy first: it must exist before any other TensorFlow op.
+    import tensorflow as tf
+
+    from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS
+    from {{ cookiecutter.package_name }}.strategy import is_chief, lost_worker_message, make_strategy
+
+    strategy = make_strategy()
+    if not is_chief(strategy):
+        log_to_worker_file(config.model_dir, strategy.cluster_resolver)
+    try:
+        return train_to_exit_status(config, strategy)
+    except tf.errors.OpError as err:
+        message = lost_worker_message(err)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
+        return PREEMPTED_EXIT_STATUS
+
+
+def log_to_worker_file(model_dir, resolver):
+    """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log
+    (a local --model-dir) or to TASK-N.log in the local temporary directory (a
+    URL: gs://...), and its console shows warnings and errors only."""
+    from {{ cookiecutter.package_name }}.checkpointing import is_remote
+
+    # A bucket object cannot be appended to: a handler writing through tf.io.gfile
+    # would upload the whole log again on every line, or hold lines back and lose
+    # the last ones, which explain a crash, when the worker dies.
+    folder = tempfile.gettempdir() if is_remote(model_dir) else model_dir
+    path = Path(folder) / f"{resolver.task_type}-{resolver.task_id}.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = logging.FileHandler(path)  # appends: a relaunch adds to the same file
+    except OSError as err:
+        raise TrainerError(
+            f"cannot write the worker log {path} ({err.strerror}) - pass a writable --model-dir"
+        ) from None
+    logging.info("%s %d logs to %s", resolver.task_type, resolver.task_id, path)
+    root = logging.getLogger()
+    for console in root.handlers:
+        console.setLevel(logging.WARNING)
+    log_file.setFormatter(logging.Formatter("%(message)s"))
+    root.addHandler(log_file)
