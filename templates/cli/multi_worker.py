@@ -18,13 +18,18 @@ def run_train(args):
     import tensorflow as tf
 
     from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS
-    from {{ cookiecutter.package_name }}.strategy import is_chief, lost_worker_message, make_strategy
+    from {{ cookiecutter.package_name }}.strategy import (
+        finish_together,
+        is_chief,
+        lost_worker_message,
+        make_strategy,
+    )
 
     strategy = make_strategy()
     if not is_chief(strategy):
         log_to_worker_file(config.model_dir, strategy.cluster_resolver)
     try:
-        return train_to_exit_status(config, strategy)
+        status = train_to_exit_status(config, strategy)
     except tf.errors.OpError as err:
         message = lost_worker_message(err)
         if message is None:
@@ -32,6 +37,8 @@ def run_train(args):
         print(f"error: {message}", file=sys.stderr)
         # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
         return PREEMPTED_EXIT_STATUS
+    finish_together(strategy)
+    return status
 
 
 def log_to_worker_file(model_dir, resolver):

@@ -3,6 +3,9 @@
 # Gradients are all-reduced in packs of this size: a few large messages, not
 # one per variable (latency, not bandwidth, bounds many small ones).
 BYTES_PER_PACK = 32 * 2**20
+# How long the end of a run waits for every worker (they end at the same step)
+# and then the chief for the others to be gone.
+FINISH_BARRIER_SECONDS = 60
 
 
 def make_strategy():
@@ -88,3 +91,60 @@ def is_chief(strategy):
     """The worker whose checkpoints and exports are kept: the "chief" task when the
     cluster has one, else worker 0 (TensorFlow's own rule)."""
     return strategy.extended.should_checkpoint
+
+
+def peer_tasks(strategy):
+    """The other tasks of the cluster, as TensorFlow names them."""
+    resolver = strategy.cluster_resolver
+    return [
+        f"/job:{task_type}/replica:0/task:{index}"
+        for task_type, hosts in resolver.cluster_spec().as_dict().items()
+        for index in range(len(hosts))
+        if (task_type, index) != (resolver.task_type, resolver.task_id)
+    ]
+
+
+def answers(peer, timeout_seconds):
+    """Whether `peer` answers TensorFlow's own health probe (the one
+    MultiWorkerMirroredStrategy's health check sends; not public API)."""
+    from tensorflow.python.eager import context
+
+    try:
+        context.context().check_collective_ops_peer_health(
+            peer, timeout_in_ms=int(timeout_seconds * 1000)
+        )
+    except (
+        tf.errors.UnavailableError,
+        tf.errors.DeadlineExceededError,
+        tf.errors.FailedPreconditionError,  # a peer that restarted is another one
+    ):
+        return False
+    return True
+
+
+def finish_together(strategy):
+    """Leave a run that ended on every worker (done, or saved for a SIGTERM) at
+    once, the chief last.
+
+    The chief runs TensorFlow's coordination service. A worker that leaves while
+    the chief still works stops sending it heartbeats, and a worker whose
+    heartbeat finds the chief gone fails it: either way a clean run's log ends
+    with "BaseCollectiveExecutor::StartAbort ... The tasks have crashed"
+    (tensorflow/tensorflow#58434). So the workers meet at a barrier after the
+    chief's last write, and the chief waits there until the others are gone.
+    """
+    if worker_count(strategy) == 1:
+        return
+    from tensorflow.python.eager import context
+
+    try:
+        context.context().wait_at_barrier("run ended", FINISH_BARRIER_SECONDS * 1000)
+    except tf.errors.OpError as err:  # a peer died after its last step: still a clean end here
+        log.warning("the other workers did not all reach the end of the run: %s", first_line(err))
+        return
+    if not is_chief(strategy):
+        return
+    deadline = time.monotonic() + FINISH_BARRIER_SECONDS
+    for peer in peer_tasks(strategy):
+        while time.monotonic() < deadline and answers(peer, timeout_seconds=1):
+            time.sleep(0.1)

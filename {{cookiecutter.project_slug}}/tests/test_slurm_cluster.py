@@ -206,3 +206,10 @@ def test_a_job_trains_and_a_preempted_one_requeues_and_resumes_to_the_same_weigh
     assert fingerprint(text) == fingerprint(reference)
     noise = [line for line in text.splitlines() if NATIVE_STARTUP_NOISE.search(line)]
     assert not noise, noise[:3]
+{%- if cookiecutter.distribution == "multi_worker" %}
+    # Both attempts ended on both workers at once (strategy.finish_together): no
+    # "task:1 unhealthy ... The tasks have crashed" from the coordination service.
+    for output in (reference, text):
+        crashed = [line for line in output.splitlines() if "StartAbort" in line]
+        assert not crashed, crashed[:3]
+{%- endif %}

@@ -25,15 +25,23 @@ from {{ cookiecutter.package_name }}.probe import compare_with_one_device, run_s
 from {{ cookiecutter.package_name }}.report import CheckFailed, CheckWarning, Report
 {%- if cookiecutter.keras_package == "keras3" and cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.strategy import (
+    answers,
     check_keras_version,
     local_replicas,
     make_strategy,
+    peer_tasks,
     worker_count,
 )
 {%- elif cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.strategy import check_keras_version
 {%- elif cookiecutter.distribution == "multi_worker" %}
-from {{ cookiecutter.package_name }}.strategy import local_replicas, make_strategy, worker_count
+from {{ cookiecutter.package_name }}.strategy import (
+    answers,
+    local_replicas,
+    make_strategy,
+    peer_tasks,
+    worker_count,
+)
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import build_engine, plan_run, prepare_run
 {% if cookiecutter.distribution == "mirrored" %}
@@ -164,7 +172,7 @@ def check_network(strategy):
     workers = worker_count(strategy)
     if workers == 1:
         return "one worker: no peer to reach", None
-    unanswered = [peer for peer in peer_tasks(strategy) if not answers(peer)]
+    unanswered = [peer for peer in peer_tasks(strategy) if not answers(peer, PEER_TIMEOUT_SECONDS)]
     if unanswered:
         raise CheckFailed(
             f"{', '.join(unanswered)} did not answer within {PEER_TIMEOUT_SECONDS} s - check"
@@ -185,35 +193,6 @@ def check_network(strategy):
             " NCCL_IB_HCA choose them)"
         )
     return detail, None
-
-
-def peer_tasks(strategy):
-    """The other tasks of the cluster, as TensorFlow names them."""
-    resolver = strategy.cluster_resolver
-    return [
-        f"/job:{task_type}/replica:0/task:{index}"
-        for task_type, hosts in resolver.cluster_spec().as_dict().items()
-        for index in range(len(hosts))
-        if (task_type, index) != (resolver.task_type, resolver.task_id)
-    ]
-
-
-def answers(peer):
-    """Whether `peer` answers TensorFlow's own health probe (the one
-    MultiWorkerMirroredStrategy's health check sends; not public API)."""
-    from tensorflow.python.eager import context
-
-    try:
-        context.context().check_collective_ops_peer_health(
-            peer, timeout_in_ms=PEER_TIMEOUT_SECONDS * 1000
-        )
-    except (
-        tf.errors.UnavailableError,
-        tf.errors.DeadlineExceededError,
-        tf.errors.FailedPreconditionError,  # a peer that restarted is another one
-    ):
-        return False
-    return True
 
 
 def all_reduce_seconds(strategy, num_bytes, repeats):

@@ -6,6 +6,7 @@ import functools
 import logging
 {%- if cookiecutter.distribution == "multi_worker" %}
 import re
+import time
 {%- endif %}
 
 import tensorflow as tf
