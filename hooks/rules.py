@@ -302,6 +302,8 @@ VARIANT_FILES = {
     "src/PKG/data_commands.py": "task",
     "src/PKG/cluster.py": "launcher",
     "src/PKG/cli.py": "distribution",
+    "src/PKG/doctor.py": "distribution",
+    "src/PKG/precision.py": "mixed_precision",
 }
 
 ALWAYS_FILES = (

@@ -1,6 +1,11 @@
 """The custom engine under MirroredStrategy computes what one device computes."""
+{%- if cookiecutter.task == "image" %}
+
+import os
+{%- endif %}
 
 import numpy as np
+import pytest
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
@@ -15,7 +20,13 @@ from conftest import (
 from conftest import assert_in_sync, assert_same_weights, is_distributed, sample_statistics
 {%- endif %}
 
-from {{ cookiecutter.package_name }}.engine_custom import build_training_state, make_train_function
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.engine_custom import (
+    build_training_state,
+    check_compilable,
+    make_train_function,
+)
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -73,6 +84,26 @@ def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config)
         library = graph.library.function
         compiled_functions.append([f for f in library if f.attr["_XlaMustCompile"].b])
     assert [bool(found) for found in compiled_functions] == [True, False]
+{%- endif %}
+
+
+def test_xla_is_refused_for_a_model_whose_layers_all_reduce_in_the_step():
+    # Compiled, such a layer fails deep in tracing ("`merge_call` called while
+    # defining a new graph"): refused before, naming the layers.
+    inputs = keras.Input(shape=(4,))
+    normalized = keras.layers.BatchNormalization(synchronized=True, name="synced")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(2)(normalized))
+    with pytest.raises(TrainerError, match=r"^--jit-compile cannot .*\(synced\) all-reduce inside"):
+        check_compilable(model)
+    check_compilable(keras.Model(inputs, keras.layers.Dense(2)(inputs)))  # no such layer
+{%- if cookiecutter.task == "image" %}
+
+
+def test_xla_on_the_sample_model_is_refused_before_anything_is_written(two_replicas, sgd_config):
+    config = sgd_config("xla", 16, jit_compile=True, **LOOP)
+    with pytest.raises(TrainerError, match=r"^--jit-compile cannot .*batch_normalization"):
+        train(config, two_replicas)
+    assert not os.path.exists(config.model_dir)
 {%- endif %}
 
 

@@ -488,7 +488,7 @@ def test_the_network_check_names_a_worker_that_does_not_answer(monkeypatch):
 
 def test_a_worker_that_does_not_answer_stops_the_doctor_before_any_collective(monkeypatch):
     cluster = ("2 replicas on 2 worker(s)", two_worker_cluster())
-    monkeypatch.setattr(doctor, "check_cluster_replicas", lambda: cluster)
+    monkeypatch.setattr(doctor, "check_replicas", lambda config: cluster)
     monkeypatch.setattr(doctor, "answers", lambda peer, timeout: False)
     failed = {result.name: result.detail for result in doctor.doctor(TrainConfig()).results}
     assert failed["network"].startswith("/job:worker/replica:0/task:1 did not answer")

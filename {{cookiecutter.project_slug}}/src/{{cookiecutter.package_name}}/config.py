@@ -72,7 +72,7 @@ class TrainConfig:
     deterministic: bool = setting(
         False, "deterministic kernels: bit-identical reruns and resumes on GPUs too"
     )
-{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
+{%- if cookiecutter.training_loop != "fit" %}
     # Each replica's forward and backward pass; the all-reduce stays outside XLA.
     jit_compile: bool = setting(False, "XLA-compile the replica step (custom loop)")
 {%- endif %}
@@ -127,7 +127,7 @@ class TrainConfig:
             raise ConfigError(
                 f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"
             )
-{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
+{%- if cookiecutter.training_loop == "both" %}
         if self.jit_compile and self.loop == "fit":
             raise ConfigError(
                 "jit_compile works with the custom loop only: Keras turns XLA off under"

@@ -8,7 +8,9 @@ same global batch.
 import dataclasses
 
 import tensorflow as tf
-{% if cookiecutter.mixed_precision == "float16" %}
+
+from {{ cookiecutter.package_name }} import TrainerError
+{%- if cookiecutter.mixed_precision == "float16" %}
 from {{ cookiecutter.package_name }}.compat import (
     is_loss_scale_optimizer,
     keras,
@@ -63,7 +65,7 @@ def replica_loss(model, labels, logits, global_batch_size):
     return loss
 
 
-def make_train_function(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
+def make_train_function(strategy, state, global_batch_size, jit_compile=False):
     """A tf.function running `num_steps` training steps; returns their mean loss
     and training metric. The metric is reset and read inside the function: eager
     reads of replicated variables cost more than a small model's step."""
@@ -87,14 +89,13 @@ def make_train_function(strategy, state, global_batch_size{% if cookiecutter.tas
         gradients = tape.gradient(loss, model.trainable_variables)
 {%- endif %}
         return loss, logits, gradients
-{%- if cookiecutter.task == "tabular" %}
 
     if jit_compile:
         # XLA compiles the forward and backward pass on each replica; the
         # all-reduce in apply_gradients stays outside (a nested tf.function
         # cannot hold a cross-replica merge).
+        check_compilable(model)
         replica_gradients = tf.function(replica_gradients, jit_compile=True)
-{%- endif %}
 
     def replica_step(features, labels):
         loss, logits, gradients = replica_gradients(features, labels)
@@ -118,14 +119,32 @@ def make_train_function(strategy, state, global_batch_size{% if cookiecutter.tas
     return train_steps
 
 
+def check_compilable(model):
+    """Refuse --jit-compile for a model with layers that all-reduce inside the
+    replica step: the compiled pass is a nested tf.function, where TensorFlow
+    fails with "`merge_call` called while defining a new graph"."""
+    synchronized = [
+        layer.name
+        for layer in model._flatten_layers()
+        if isinstance(layer, keras.layers.BatchNormalization) and layer.synchronized
+    ]
+    if synchronized:
+        raise TrainerError(
+            f"--jit-compile cannot compile the replica step of this model: its"
+            f" BatchNormalization(synchronized=True) layers ({', '.join(synchronized[:3])}"
+            f"{', ...' if len(synchronized) > 3 else ''}) all-reduce inside it - leave out"
+            " --jit-compile"
+        )
+
+
 class CustomEngine:
     name = "custom"
 
-    def __init__(self, strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile=False{% endif %}):
+    def __init__(self, strategy, state, global_batch_size, jit_compile=False):
         self.model = state.model
         self.optimizer = state.optimizer
         self.metrics = [state.metric]
-        self.train_steps = make_train_function(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, jit_compile{% endif %})
+        self.train_steps = make_train_function(strategy, state, global_batch_size, jit_compile)
 
     def train(self, iterator, num_steps):
         """Run the next `num_steps` steps; return their mean loss and metric."""

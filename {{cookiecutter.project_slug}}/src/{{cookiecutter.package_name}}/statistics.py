@@ -42,16 +42,20 @@ def summarize(batches):
     )
 
 
-def for_run(model_dir, train, is_chief):
+def for_run(model_dir, train):
     """The statistics this run builds its model with: those stored in `model_dir`
-    by the run's first start, or else the training source's (the chief stores them)."""
-    path = os.path.join(model_dir, STATISTICS_NAME)
-    if tf.io.gfile.exists(path):
+    by the run's first start, or else the training source's (see keep)."""
+    if tf.io.gfile.exists(os.path.join(model_dir, STATISTICS_NAME)):
         return load(model_dir)
-    statistics = train.statistics()
-    if is_chief:
+    return train.statistics()
+
+
+def keep(model_dir, statistics):
+    """Store the statistics of the run's first start in `model_dir` (the chief
+    does, once the model is built): its later starts and export build with them."""
+    path = os.path.join(model_dir, STATISTICS_NAME)
+    if not tf.io.gfile.exists(path):
         save(path, statistics)
-    return statistics
 
 
 def save(path, statistics):

@@ -58,7 +58,7 @@ def prepare_run(config):
         # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
         tf.config.experimental.enable_op_determinism()
         log.info("deterministic ops: on")
-{%- if cookiecutter.task == "tabular" and cookiecutter.training_loop != "fit" %}
+{%- if cookiecutter.training_loop != "fit" %}
     if config.jit_compile:
         log.info("XLA: each replica's forward and backward pass is compiled")
 {%- endif %}
@@ -89,12 +89,12 @@ def build_engine(config, strategy, global_batch_size, statistics):
     if config.loop == "fit":
         return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
     state = build_training_state(strategy, config, statistics)
-    return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
+    return CustomEngine(strategy, state, global_batch_size, config.jit_compile)
 {%- elif cookiecutter.training_loop == "fit" %}
     return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
 {%- else %}
     state = build_training_state(strategy, config, statistics)
-    return CustomEngine(strategy, state, global_batch_size{% if cookiecutter.task == "tabular" %}, config.jit_compile{% endif %})
+    return CustomEngine(strategy, state, global_batch_size, config.jit_compile)
 {%- endif %}
 
 
@@ -139,7 +139,10 @@ def train(config, strategy):
         config.checkpoint_every,
     )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
-    model_dir = prepare_model_dir(config.model_dir)
-    learned = statistics.for_run(model_dir, plan.train, is_chief(strategy))
+    learned = statistics.for_run(config.model_dir, plan.train)
+    # The model directory after the engine: a model the engine refuses leaves none.
     engine = build_engine(config, strategy, plan.global_batch_size, learned)
+    model_dir = prepare_model_dir(config.model_dir)
+    if is_chief(strategy):
+        statistics.keep(model_dir, learned)
     return build_controller(config, strategy, plan, engine, model_dir).run()
