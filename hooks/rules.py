@@ -304,6 +304,7 @@ VARIANT_FILES = {
     "src/PKG/cli.py": "distribution",
     "src/PKG/doctor.py": "distribution",
     "src/PKG/precision.py": "mixed_precision",
+    "src/PKG/manifest.py": "task",
 }
 
 ALWAYS_FILES = (

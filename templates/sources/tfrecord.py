@@ -39,10 +39,8 @@ class RecordSource:
     # What `index` learned from these records (statistics.py): the training
     # split's; None for evaluation, whose statistics nothing uses.
     learned: dict | None
-{%- if cookiecutter.task == "image" %}
     # Subtracted from every stored label (1 for 1-based labels).
     label_offset: int = 0
-{%- endif %}
 
     def records(self, files, seed=None):
         """The records of `files` (indices); with a seed, files and records shuffled."""
@@ -66,12 +64,8 @@ class RecordSource:
 
     def parse(self, records, keys=None):
         """A batch of records, parsed by the task (training: with their keys)."""
-{%- if cookiecutter.task == "image" %}
         inputs, labels = task.parse_batch(records, keys)
         return inputs, labels - self.label_offset
-{%- else %}
-        return task.parse_batch(records, keys)
-{%- endif %}
 
     def statistics(self):
         """The statistics `index` stored in the manifest: no record is read."""
@@ -81,7 +75,7 @@ class RecordSource:
         """The error to stop with when a training step failed with `err`, or None
         when the data is not the cause.
 
-        A record that fails its checksum or does not parse{% if cookiecutter.task == "image" %} or decode{% endif %} mid-run (the
+        A record that fails its checksum or that task.parse_batch cannot read mid-run (the
         file changed after `index`, or an older version indexed it): find the file,
         reading the training files in order as `index` does, and name it. Only an
         input op's error sends us reading the data (a model's shape error must not
@@ -89,7 +83,7 @@ class RecordSource:
         if isinstance(err, tf.errors.DataLossError):
             reason = manifest.data_loss_reason(err)
         elif isinstance(err, tf.errors.InvalidArgumentError) and INPUT_OP_ERROR.search(str(err)):
-            reason = "a record that does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}"
+            reason = "a record that task.parse_batch cannot read"
         else:
             return None
         log.warning("a training record is corrupt (%s): looking for its file", reason)
@@ -106,11 +100,7 @@ class RecordSource:
 
 def load_sources(config):
     """The training and evaluation sources, from the manifest (no record is read)."""
-{%- if cookiecutter.task == "image" %}
     splits, learned = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
-{%- else %}
-    splits, learned = manifest.load(config.data_dir, task.INPUT_SHAPE, task.NUM_CLASSES)
-{%- endif %}
     return tuple(
         RecordSource(
             files=tuple(shard.path for shard in splits[split]),
@@ -118,9 +108,7 @@ def load_sources(config):
             bytes=sum(shard.bytes for shard in splits[split]),
             data_dir=config.data_dir,
             learned=learned if split == "train" else None,
-{%- if cookiecutter.task == "image" %}
             label_offset=config.label_offset,
-{%- endif %}
         )
         for split in ("train", "eval")
     )

@@ -61,7 +61,7 @@ SHAPE = INPUT_SHAPE
 
 
 def load_dir(path):
-    return load(str(path), INPUT_SHAPE, NUM_CLASSES)[0]
+    return load(str(path), NUM_CLASSES)[0]
 
 
 def example(label=1, width=NUM_FEATURES):
@@ -231,7 +231,7 @@ def test_records_of_mixed_lengths_are_refused_by_index(data):
         index(str(data))
 
 
-def test_features_of_another_shape_are_refused_before_training(data):
+def test_features_of_another_shape_are_refused_before_training(data, monkeypatch):
     for shard in data.glob("*.tfrecord"):
         write_records(shard, [example(width=OTHER_WIDTH)] * 4)
     index(str(data))
@@ -243,8 +243,9 @@ def test_features_of_another_shape_are_refused_before_training(data):
         load_dir(data)
     # Their statistics could not be learned (they do not parse as the model
     # takes them): with INPUT_SHAPE changed and no new index, that is the error.
+    monkeypatch.setattr(manifest, "INPUT_SHAPE", (OTHER_WIDTH,))
     with pytest.raises(ManifestError, match="has no statistics of the training data"):
-        load(str(data), (OTHER_WIDTH,), NUM_CLASSES)
+        load_dir(data)
 
 
 {%- else %}

@@ -88,8 +88,8 @@ class TrainConfig:
 {%- if cookiecutter.data_source == "tfrecord" %}
     data_dir: str = setting("data", "directory of the train-* and eval-* shards and their manifest")
 {%- endif %}
-{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
-    # 1 for 1-based labels (ImageNet conversions).
+{%- if cookiecutter.data_source == "tfrecord" %}
+    # 1 for 1-based labels (ImageNet conversions, many CSV exports).
     label_offset: int = setting(0, "subtracted from the stored labels: 1 for 1-based labels")
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
@@ -112,7 +112,7 @@ class TrainConfig:
                 raise ConfigError(
                     f"{field.name}={value!r} is not supported - use one of: " + ", ".join(choices)
                 )
-{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+{%- if cookiecutter.data_source == "tfrecord" %}
         if self.label_offset < 0:
             raise ConfigError(
                 f"label_offset={self.label_offset} must not be negative - use 0, or 1 for"

@@ -23,7 +23,17 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
+{%- if cookiecutter.task == "tabular" %}
+from {{ cookiecutter.package_name }}.task import (
+    FORMAT,
+    INPUT_SHAPE,
+    describe_batch,
+    parse_batch,
+    statistics_from,
+)
+{%- else %}
 from {{ cookiecutter.package_name }}.task import FORMAT, describe_batch, parse_batch, statistics_from
+{%- endif %}
 
 log = logging.getLogger(__name__)
 
@@ -160,32 +170,9 @@ def index_file(path):
             f"{path} is corrupt ({data_loss_reason(err)}) - regenerate or remove it"
         ) from None
     except tf.errors.InvalidArgumentError:
-{%- if cookiecutter.task == "image" %}
         # The batches before the failed one were counted: it starts at `records`.
-        number = undecodable_record(path, records)
-        if number is not None:
-            raise ManifestError(
-                f"{path} record {number} holds a JPEG that does not decode (truncated or"
-                " corrupt) - re-encode that image or drop the record, then run"
-                f" `{INDEX_COMMAND} {os.path.dirname(path)}`"
-            ) from None
-{%- endif %}
-        raise ManifestError(
-            f"{path} does not hold records of the format {FORMAT!r} - write them with task.encode"
-        ) from None
-{%- if cookiecutter.task == "image" %}
-    # Images may differ in size (training crops and resizes them): the smallest.
-    feature_shape = tuple(int(side) for side in np.min(sorted(shapes), axis=0))
-{%- else %}
-    if len(shapes) > 1:
-        found = " and ".join(str(shape[0]) for shape in sorted(shapes)[:2])
-        raise ManifestError(
-            f"{path} holds features of different lengths ({found}) - every record needs"
-            " the same number of 'features' values"
-        )
-    feature_shape = shapes.pop()
-{%- endif %}
-    return Shard(path, size, records, feature_shape, label_min, label_max)
+        raise unreadable(path, records) from None
+    return Shard(path, size, records, feature_shape_of(path, shapes), label_min, label_max)
 
 
 def training_statistics(pool, paths):
@@ -217,32 +204,13 @@ def summarize_file(path):
 def described_batches(path):
     """`path`'s records described a batch at a time, in order: what `index` and the
     search for a bad file after a failed training step both read. Batches in
-    parallel: {% if cookiecutter.task == "image" %}decoding every image{% else %}parsing{% endif %} is the work."""
+    parallel: describing them (task.describe_batch) is the work."""
     return (
         tf.data.TFRecordDataset(path)
         .batch(INDEX_BATCH)
         .map(describe_batch, num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(2)
     )
-{%- if cookiecutter.task == "image" %}
-
-
-def undecodable_record(path, start):
-    """The number (0-based, in the file) of the first record of `path` from `start`
-    on whose image has a JPEG header but does not decode; None if a record that is
-    not of the format comes first. One record at a time: run only to name the
-    record of a batch that failed."""
-    for number, record in enumerate(tf.data.TFRecordDataset(path).skip(start), start):
-        try:
-            describe_batch(record[None], decode=False)
-        except tf.errors.InvalidArgumentError:
-            return None
-        try:
-            describe_batch(record[None])
-        except tf.errors.InvalidArgumentError:
-            return number
-    return None
-{%- endif %}
 
 
 def data_loss_reason(err):
@@ -259,6 +227,12 @@ def manifest_entry(shard):
     return {"file": os.path.basename(shard.path), **entry}
 
 
+def not_of_the_format(path):
+    return ManifestError(
+        f"{path} does not hold records of the format {FORMAT!r} - write them with task.encode"
+    )
+
+
 def write_atomically(path, text):
     """A reader (another worker starting) never sees half a manifest."""
     partial = path + ".partial"
@@ -273,23 +247,13 @@ def write_atomically(path, text):
             f"cannot write {path} ({first_line(err)}) - make {os.path.dirname(path)}"
             " writable, or index a writable copy of the shards"
         ) from None
-{%- if cookiecutter.task == "image" %}
 
 
 def load(data_dir, num_classes, label_offset=0):
     """The shards of each split, from the manifest, checked without reading a record:
-    every file listed and present at its recorded size, no shard left unlisted, and
-    labels (minus `label_offset`) in 0..num_classes-1. Returns ({split: [Shard]},
-    the training data's statistics)."""
-{%- else %}
-
-
-def load(data_dir, input_shape, num_classes):
-    """The shards of each split, from the manifest, checked without reading a record:
-    every file listed and present at its recorded size, no shard left unlisted, the
-    input shape the model takes, and labels in 0..num_classes-1. Returns ({split:
-    [Shard]}, the training data's statistics)."""
-{%- endif %}
+    every file listed and present at its recorded size, no shard left unlisted, what
+    each holds fit for the model, and labels (minus `label_offset`) in
+    0..num_classes-1. Returns ({split: [Shard]}, the training data's statistics)."""
     check_data_dir(data_dir)
     splits, patterns, learned = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
@@ -297,11 +261,7 @@ def load(data_dir, input_shape, num_classes):
             check_listing(data_dir, split, shards, patterns[split])
             list(pool.map(check_size, shards))
             for shard in shards:
-{%- if cookiecutter.task == "image" %}
-                check_labels(shard, num_classes, label_offset)
-{%- else %}
-                check_contents(shard, input_shape, num_classes)
-{%- endif %}
+                check_shard(shard, num_classes, label_offset)
     if learned is None:
         raise ManifestError(
             f"{MANIFEST_NAME} in {data_dir} has no statistics of the training data (index"
@@ -376,7 +336,6 @@ def check_size(shard):
             f"{shard.path} has {size} bytes, {MANIFEST_NAME} says {shard.bytes}: it changed"
             f" after it was indexed - run `{INDEX_COMMAND} {os.path.dirname(shard.path)}`"
         )
-{%- if cookiecutter.task == "image" %}
 
 
 def check_labels(shard, num_classes, label_offset):
@@ -389,28 +348,11 @@ def check_labels(shard, num_classes, label_offset):
                 " --label-offset (1 for 1-based labels) or NUM_CLASSES in task.py (on a GPU,"
                 " sparse cross-entropy gives NaN or garbage for such a label, not an error)"
             )
-{%- else %}
-
-
-def check_contents(shard, input_shape, num_classes):
-    if shard.feature_shape != tuple(input_shape):
-        raise ManifestError(
-            f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
-            f" takes {list(input_shape)} - fix the data, or INPUT_SHAPE in task.py"
-        )
-    for label in (shard.label_min, shard.label_max):
-        if not 0 <= label < num_classes:
-            raise ManifestError(
-                f"{shard.path} has label {label}, outside 0..{num_classes - 1} - fix the"
-                " labels, or NUM_CLASSES in task.py (on a GPU, sparse cross-entropy gives"
-                " NaN or garbage for such a label, not an error)"
-            )
-{%- endif %}
 
 
 def first_corrupt_file(paths, threads=READ_THREADS):
     """The first of `paths`, in the order given, with a record that fails its
-    checksum or does not parse{% if cookiecutter.task == "image" %} or decode{% endif %}; None if all are intact. Reads
+    checksum or that task.describe_batch cannot read; None if all are intact. Reads
     `threads` files at a time and stops at the first group with a corrupt one."""
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for start in range(0, len(paths), threads):
@@ -428,3 +370,4 @@ def is_intact(path):
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
         return False
     return True
+{% include "manifest/" ~ cookiecutter.task ~ ".py" %}
