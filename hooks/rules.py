@@ -305,6 +305,8 @@ VARIANT_FILES = {
     "src/PKG/doctor.py": "distribution",
     "src/PKG/precision.py": "mixed_precision",
     "src/PKG/manifest.py": "task",
+    "src/PKG/checkpointing.py": "distribution",
+    "src/PKG/training.py": "training_loop",
 }
 
 ALWAYS_FILES = (

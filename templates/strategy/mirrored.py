@@ -12,3 +12,9 @@ def worker_count(strategy):
 def is_chief(strategy):
     """One machine: this process keeps the checkpoints and writes the summary."""
     return True
+
+
+def make_any_worker(strategy):
+    """flag -> whether any worker's flag is set: on one machine, this process's own."""
+    del strategy
+    return bool

@@ -148,3 +148,18 @@ def finish_together(strategy):
     for peer in peer_tasks(strategy):
         while time.monotonic() < deadline and answers(peer, timeout_seconds=1):
             time.sleep(0.1)
+
+
+def make_any_worker(strategy):
+    """flag -> whether any worker's flag is set. Every worker calls it at the same
+    step boundaries (a collective: a worker that did not would stall the others)."""
+
+    @tf.function
+    def flags_set(flag):
+        # This worker's flag on each of its replicas, summed over every replica.
+        per_replica = strategy.experimental_distribute_values_from_function(
+            lambda context: tf.identity(flag)
+        )
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    return lambda flag: float(flags_set(tf.constant(float(flag)))) > 0

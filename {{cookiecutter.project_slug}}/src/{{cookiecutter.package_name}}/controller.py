@@ -27,7 +27,7 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, write_atomically
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
-from {{ cookiecutter.package_name }}.strategy import is_chief, worker_count
+from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
 log = logging.getLogger(__name__)
@@ -331,15 +331,13 @@ class Interval:
 
 class PreemptionWatch:
     """SIGTERM (what Kubernetes and Slurm send before they kill) asks the run to
-    save and stop at the next step boundary.{% if cookiecutter.distribution == "multi_worker" %} The workers agree at every boundary
-    (a collective over a flag), so a SIGTERM to one of them stops all of them at
-    the same step.{% endif %}"""
+    save and stop at the next step boundary. The workers agree at every boundary
+    (strategy.make_any_worker), so a SIGTERM to one of them stops all of them at
+    the same step."""
 
     def __init__(self, strategy):
         self.signalled = False
-{%- if cookiecutter.distribution == "multi_worker" %}
         self.any_worker = make_any_worker(strategy)
-{%- endif %}
         self.previous = None
 
     def __enter__(self):
@@ -358,28 +356,7 @@ class PreemptionWatch:
         log.warning("SIGTERM: saving a checkpoint at the next step boundary, then stopping")
 
     def requested(self):
-{%- if cookiecutter.distribution == "multi_worker" %}
         return self.any_worker(self.signalled)
-{%- else %}
-        return self.signalled
-{%- endif %}
-{%- if cookiecutter.distribution == "multi_worker" %}
-
-
-def make_any_worker(strategy):
-    """flag -> whether any worker's flag is set. Every worker calls it at the same
-    step boundaries (a collective: a worker that did not would stall the others)."""
-
-    @tf.function
-    def flags_set(flag):
-        # This worker's flag on each of its replicas, summed over every replica.
-        per_replica = strategy.experimental_distribute_values_from_function(
-            lambda context: tf.identity(flag)
-        )
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    return lambda flag: float(flags_set(tf.constant(float(flag)))) > 0
-{%- endif %}
 
 
 def check_finite(loss, epoch, step):

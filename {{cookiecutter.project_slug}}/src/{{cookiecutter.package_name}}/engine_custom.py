@@ -6,6 +6,7 @@ same global batch.
 """
 
 import dataclasses
+import logging
 
 import tensorflow as tf
 
@@ -25,6 +26,8 @@ from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 from {{ cookiecutter.package_name }}.evaluation import make_metric
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import build_model, per_example_loss
+
+log = logging.getLogger(__name__)
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -96,6 +99,7 @@ def make_train_function(strategy, state, global_batch_size, jit_compile=False):
         # cannot hold a cross-replica merge).
         check_compilable(model)
         replica_gradients = tf.function(replica_gradients, jit_compile=True)
+        log.info("XLA: each replica's forward and backward pass is compiled")
 
     def replica_step(features, labels):
         loss, logits, gradients = replica_gradients(features, labels)

@@ -58,10 +58,6 @@ def prepare_run(config):
         # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
         tf.config.experimental.enable_op_determinism()
         log.info("deterministic ops: on")
-{%- if cookiecutter.training_loop != "fit" %}
-    if config.jit_compile:
-        log.info("XLA: each replica's forward and backward pass is compiled")
-{%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
     set_precision_policy(config.mixed_precision)
 {%- endif %}
@@ -79,23 +75,6 @@ def plan_run(config, strategy):
         worker_count(strategy),
         config.steps_per_epoch,
     )
-
-
-def build_engine(config, strategy, global_batch_size, statistics):
-    """The engine this run trains with, its variables under the strategy's
-    scope, its model built with the training data's `statistics`: the one place
-    an engine is built (train, doctor, gpu-smoke and the benchmarks all call it)."""
-{%- if cookiecutter.training_loop == "both" %}
-    if config.loop == "fit":
-        return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
-    state = build_training_state(strategy, config, statistics)
-    return CustomEngine(strategy, state, global_batch_size, config.jit_compile)
-{%- elif cookiecutter.training_loop == "fit" %}
-    return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
-{%- else %}
-    state = build_training_state(strategy, config, statistics)
-    return CustomEngine(strategy, state, global_batch_size, config.jit_compile)
-{%- endif %}
 
 
 def build_controller(config, strategy, plan, engine, model_dir):
@@ -146,3 +125,4 @@ def train(config, strategy):
     if is_chief(strategy):
         statistics.keep(model_dir, learned)
     return build_controller(config, strategy, plan, engine, model_dir).run()
+{% include "training/" ~ cookiecutter.training_loop ~ ".py" %}
