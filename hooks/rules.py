@@ -307,6 +307,7 @@ VARIANT_FILES = {
     "src/PKG/manifest.py": "task",
     "src/PKG/checkpointing.py": "distribution",
     "src/PKG/training.py": "training_loop",
+    "src/PKG/importing.py": "task",
 }
 
 ALWAYS_FILES = (
