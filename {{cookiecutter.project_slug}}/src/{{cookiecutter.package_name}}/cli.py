@@ -72,17 +72,18 @@ def build_parser():
     parser.set_defaults(needs_tensorflow=True)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
 
-    train = commands.add_parser("train", parents=[common], help="train the model")
-    add_config_flags(train, "train")
-    train.set_defaults(handler=run_train)
-
-    doctor = commands.add_parser(
-        "doctor",
-        parents=[common],
-        help="check on a few batches that training really is distributed (takes train's flags)",
-    )
-    add_config_flags(doctor, "doctor")
-    doctor.set_defaults(handler=run_doctor)
+    # The commands that take the training settings.
+    for name, handler, text in (
+        ("train", run_train, "train the model"),
+        (
+            "doctor",
+            run_doctor,
+            "check on a few batches that training really is distributed (takes train's flags)",
+        ),
+    ):
+        command = commands.add_parser(name, parents=[common], help=text)
+        add_config_flags(command, name)
+        command.set_defaults(handler=handler)
 
     export = commands.add_parser(
         "export",
