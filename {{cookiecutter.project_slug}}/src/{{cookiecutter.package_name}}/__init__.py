@@ -36,6 +36,11 @@ def write_atomically(path, text):
     import tensorflow as tf  # here, not above: cluster.py runs before TensorFlow loads
 
     partial = f"{path}.partial"
-    with tf.io.gfile.GFile(partial, "w") as handle:
-        handle.write(text)
-    tf.io.gfile.rename(partial, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(partial, "w") as handle:
+            handle.write(text)
+        tf.io.gfile.rename(partial, path, overwrite=True)
+    except tf.errors.OpError:
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.remove(partial)
+        raise

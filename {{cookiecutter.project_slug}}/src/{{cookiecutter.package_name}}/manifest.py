@@ -22,7 +22,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
+from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics, write_atomically
 {%- if cookiecutter.task == "tabular" %}
 from {{ cookiecutter.package_name }}.task import (
     FORMAT,
@@ -118,7 +118,7 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
             for split, shards in splits.items()
         },
     }
-    write_atomically(os.path.join(data_dir, MANIFEST_NAME), json.dumps(manifest, indent=1))
+    write_manifest(os.path.join(data_dir, MANIFEST_NAME), json.dumps(manifest, indent=1))
     ranges = [(shard.label_min, shard.label_max) for shard in splits["train"]]
     if sorted_by_label(ranges):
         log.warning(
@@ -233,16 +233,11 @@ def not_of_the_format(path):
     )
 
 
-def write_atomically(path, text):
-    """A reader (another worker starting) never sees half a manifest."""
-    partial = path + ".partial"
+def write_manifest(path, text):
+    """Whole or not at all: a reader (another worker starting) never sees half a manifest."""
     try:
-        with tf.io.gfile.GFile(partial, "w") as handle:
-            handle.write(text + "\n")
-        tf.io.gfile.rename(partial, path, overwrite=True)
+        write_atomically(path, text + "\n")
     except tf.errors.OpError as err:
-        if tf.io.gfile.exists(partial):
-            tf.io.gfile.remove(partial)
         raise ManifestError(
             f"cannot write {path} ({first_line(err)}) - make {os.path.dirname(path)}"
             " writable, or index a writable copy of the shards"
