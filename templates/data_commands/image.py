@@ -1,10 +1,12 @@
 
 
 def add_import_command(commands, common):
-    import_images = commands.add_parser(
+    import_images = add_subcommand(
+        commands,
+        common,
         "import-images",
-        parents=[common],
-        help="convert a folder of class folders of images into indexed shards",
+        run_import_images,
+        "convert a folder of class folders of images into indexed shards",
     )
     import_images.add_argument("--source", required=True, help="one folder per class")
     import_images.add_argument(
@@ -17,7 +19,6 @@ def add_import_command(commands, common):
     import_images.add_argument("--num-files", type=positive_int, help="training shards")
     import_images.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
     import_images.add_argument("--seed", type=int, default=0)
-    import_images.set_defaults(handler=run_import_images)
 
 
 def run_import_images(args):

@@ -1,17 +1,18 @@
 
 
 def add_import_command(commands, common):
-    import_csv = commands.add_parser(
+    import_csv = add_subcommand(
+        commands,
+        common,
         "import-csv",
-        parents=[common],
-        help="convert CSV files (a header row, one example a row) into indexed shards",
+        run_import_csv,
+        "convert CSV files (a header row, one example a row) into indexed shards",
     )
     import_csv.add_argument("--train", nargs="+", required=True, help="one shard per file")
     import_csv.add_argument("--eval", nargs="+", required=True, help="one shard per file")
     import_csv.add_argument("--label-column", default="label")
     import_csv.add_argument("--output-dir", required=True)
     import_csv.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
-    import_csv.set_defaults(handler=run_import_csv)
 
 
 def run_import_csv(args):

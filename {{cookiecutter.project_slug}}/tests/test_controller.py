@@ -13,8 +13,8 @@ import tensorflow as tf
 from conftest import sample_statistics
 
 from {{ cookiecutter.package_name }} import controller, data, watchdog
+from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import Preempted, TrainingError
-from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import build_model
 from {{ cookiecutter.package_name }}.training import build_controller, plan_run
 
@@ -38,7 +38,7 @@ class StubEngine:
     def __init__(self, strategy, kill_after=None, sigterm_after=None, inf_bias_after=None):
         with strategy.scope():
             self.model = build_model(sample_statistics())
-            self.optimizer = make_optimizer("sgd", 0.1)
+            self.optimizer = keras.optimizers.SGD(learning_rate=0.1)
             self.optimizer.build(self.model.trainable_variables)
         self.strategy = strategy
         self.kill_after = kill_after

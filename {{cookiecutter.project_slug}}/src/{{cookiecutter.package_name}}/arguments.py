@@ -11,6 +11,13 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} - run '{self.prog} --help' for usage\n")
 
 
+def add_subcommand(commands, common, name, handler, text):
+    """A subcommand `name` that takes the `common` flags and runs `handler(args)`."""
+    command = commands.add_parser(name, parents=[common], help=text)
+    command.set_defaults(handler=handler)
+    return command
+
+
 def positive_int(text):
     try:
         value = int(text)

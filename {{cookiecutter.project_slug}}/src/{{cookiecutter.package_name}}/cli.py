@@ -17,7 +17,12 @@ from pathlib import Path
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, data_commands{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}
-from {{ cookiecutter.package_name }}.arguments import ArgumentParser, positive_float, positive_int
+from {{ cookiecutter.package_name }}.arguments import (
+    ArgumentParser,
+    add_subcommand,
+    positive_float,
+    positive_int,
+)
 from {{ cookiecutter.package_name }}.config import POSITIVE_FIELDS, TrainConfig, load_config, value_type
 
 PROG = "{{ cookiecutter.project_slug }}"
@@ -81,30 +86,24 @@ def build_parser():
             "check on a few batches that training really is distributed (takes train's flags)",
         ),
     ):
-        command = commands.add_parser(name, parents=[common], help=text)
-        add_config_flags(command, name)
-        command.set_defaults(handler=handler)
+        add_config_flags(add_subcommand(commands, common, name, handler, text), name)
 
-    export = commands.add_parser(
-        "export",
-        parents=[common],
-        help="write the trained model as a SavedModel for TensorFlow Serving",
+    export = add_subcommand(
+        commands, common, "export", run_export, "write the model as a SavedModel for serving"
     )
     export.add_argument("--model-dir", required=True, help="the --model-dir of a finished run")
     export.add_argument(
         "--export-dir", help="versions go to EXPORT_DIR/1, /2, ... (default: MODEL_DIR/export)"
     )
-    export.set_defaults(handler=run_export)
 
-    smoke = commands.add_parser(
-        "gpu-smoke", parents=[common], help="check this machine's GPUs with one step"
+    smoke = add_subcommand(
+        commands, common, "gpu-smoke", run_gpu_smoke, "check this machine's GPUs with one step"
     )
     smoke.add_argument(
         "--cpu-replicas",
         type=positive_int,
         help="CPU-only machines: run every check but GPU placement on N logical CPUs",
     )
-    smoke.set_defaults(handler=run_gpu_smoke)
 {%- if cookiecutter.distribution == "multi_worker" %}
     launch.add_command(commands, common)
 {%- endif %}

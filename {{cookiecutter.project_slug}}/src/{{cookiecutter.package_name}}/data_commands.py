@@ -5,24 +5,25 @@ Each handler loads TensorFlow only when it runs, so `--help` stays fast."""
 import os
 import time
 
-from {{ cookiecutter.package_name }}.arguments import positive_int
+from {{ cookiecutter.package_name }}.arguments import add_subcommand, positive_int
 
 
 def add_commands(commands, common):
     """The data commands, as subcommands of the project's command line."""
-    make_data = commands.add_parser(
-        "make-data", parents=[common], help="write a sample TFRecord data set"
+    make_data = add_subcommand(
+        commands, common, "make-data", run_make_data, "write a sample TFRecord data set"
     )
     make_data.add_argument("--output-dir", default="data")
     make_data.add_argument("--num-files", type=positive_int, default=4)
     make_data.add_argument("--examples", type=positive_int, default=4096, help="training examples")
     make_data.add_argument("--seed", type=int, default=0)
-    make_data.set_defaults(handler=run_make_data)
 
-    index = commands.add_parser(
+    index = add_subcommand(
+        commands,
+        common,
         "index",
-        parents=[common],
-        help="list existing shards with their record counts in DIR/manifest.json (reads each once)",
+        run_index,
+        "list existing shards with their record counts in DIR/manifest.json (reads each once)",
     )
     index.add_argument("--data-dir", required=True, help="directory of the shards")
     index.add_argument("--threads", type=positive_int, default=16, help="files read at once")
@@ -33,7 +34,6 @@ def add_commands(commands, common):
             metavar="PATTERN",
             help=f"glob(s) of the {split} shards' names (default: SHARD_PATTERNS, manifest.py)",
         )
-    index.set_defaults(handler=run_index)
     add_import_command(commands, common)
 
 

@@ -15,7 +15,6 @@ from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.compat import (
     is_loss_scale_optimizer,
     keras,
-    loss_scale_optimizer,
     per_replica_randomness,
     scale_loss,
     unscale_gradients,
@@ -45,11 +44,7 @@ def build_training_state(strategy, config, statistics):
     with strategy.scope():
         model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
-        optimizer = make_optimizer(config.optimizer, config.learning_rate)
-{%- if cookiecutter.mixed_precision == "float16" %}
-        if config.mixed_precision:
-            optimizer = loss_scale_optimizer(optimizer)
-{%- endif %}
+        optimizer = make_optimizer(config)
         # Built here, not lazily in the first step: slots created outside the
         # scope would be plain, unsynchronised variables.
         optimizer.build(model.trainable_variables)

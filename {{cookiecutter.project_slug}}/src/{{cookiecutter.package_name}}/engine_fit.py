@@ -9,15 +9,8 @@ an epoch: its data iterator restarts at batch 0 (see the README).
 """
 
 import tensorflow as tf
-{% if cookiecutter.mixed_precision == "float16" %}
-from {{ cookiecutter.package_name }}.compat import (
-    loss_scale_optimizer,
-    metric_results,
-    per_replica_randomness,
-)
-{%- else %}
+
 from {{ cookiecutter.package_name }}.compat import metric_results, per_replica_randomness
-{%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_metric
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model, per_example_loss
@@ -29,14 +22,8 @@ def build_compiled_model(strategy, config, statistics):
     with strategy.scope():
         model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
-        optimizer = make_optimizer(config.optimizer, config.learning_rate)
-{%- if cookiecutter.mixed_precision == "float16" %}
-        if config.mixed_precision:
-            # Wrapped here, not by compile(): this one agrees across replicas (compat.py).
-            optimizer = loss_scale_optimizer(optimizer)
-{%- endif %}
         model.compile(
-            optimizer=optimizer,
+            optimizer=make_optimizer(config),
             loss=per_example_loss,  # Keras averages it over the global batch
             metrics=[make_metric()],
         )

@@ -19,7 +19,7 @@ import threading
 import time
 
 from {{ cookiecutter.package_name }} import TrainerError
-from {{ cookiecutter.package_name }}.arguments import positive_int
+from {{ cookiecutter.package_name }}.arguments import add_subcommand, positive_int
 
 # The commands `launch` runs on every worker.
 WORKER_COMMANDS = ("train", "doctor")
@@ -39,8 +39,12 @@ class LaunchError(TrainerError):
 
 def add_command(commands, common):
     """`launch`, as a subcommand of the project's command line."""
-    launch_command = commands.add_parser(
-        "launch", parents=[common], help="run a command as N local workers (development and CI)"
+    launch_command = add_subcommand(
+        commands,
+        common,
+        "launch",
+        run_launch,
+        "run a command as N local workers (development and CI)",
     )
     launch_command.add_argument("--workers", type=positive_int, required=True)
     launch_command.add_argument(
@@ -54,7 +58,7 @@ def add_command(commands, common):
         metavar="-- COMMAND [ARGS]",
         help="what every worker runs: " + " or ".join(WORKER_COMMANDS),
     )
-    launch_command.set_defaults(handler=run_launch, needs_tensorflow=False)
+    launch_command.set_defaults(needs_tensorflow=False)
 
 
 def run_launch(args):
