@@ -89,8 +89,13 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     )
     assert all(speed > 0 for _, speed in written["examples_per_second"])
     # A default run starts quietly: no line of TensorFlow's C++ logging before
-    # training starts (on CPUs, mixed_float16 may log its fallback later).
+    # training starts.
     startup = result.stderr.partition("starting fresh")[0]
+{%- if cookiecutter.mixed_precision == "float16" %}
+    # But a CPU without AVX512-FP16 says once that float16 falls back to Eigen
+    # (a fact of that CPU, not start-up noise; never on a GPU).
+    startup = re.sub(r"^.*oneDNN supports DT_HALF only on platforms.*\n", "", startup, flags=re.M)
+{%- endif %}
     assert not NATIVE_LOG_LINE.search(startup), startup[:2000]
 
 
