@@ -166,7 +166,7 @@ def main(argv=None):
             "--output-dir",
             str(tabular_data),
             "--examples",
-            "65536",
+            "8192" if args.dry_run else "65536",
         ],
     )
     if args.dry_run:

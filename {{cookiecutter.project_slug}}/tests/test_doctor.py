@@ -135,10 +135,10 @@ def test_doctor_command_fails_when_a_check_fails(cli{% if cookiecutter.data_sour
 ONE_BATCH_AT_A_TIME = threading.Lock()
 
 
-def a_second_later(features, labels):
+def half_a_second_later(features, labels):
     def pause():
         with ONE_BATCH_AT_A_TIME:
-            time.sleep(1.0)
+            time.sleep(0.5)
         return 0.0
 
     delay = tf.py_function(pause, [], tf.float32)
@@ -166,10 +166,10 @@ def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monk
 def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     config, two_replicas, monkeypatch
 ):
-    # A second per batch, one batch at a time: 16 examples/s, far below the step's
-    # rate even on a busy machine (the image step measured 260 examples/s beside
-    # the other test worker); few batches keep it short.
-    slow = parsing_also(training.load_sources, a_second_later)
+    # Half a second per batch, one batch at a time: 32 examples/s, far below the
+    # step's rate even on a busy machine (the image step measured 260 examples/s
+    # beside the other test worker); few batches keep it short.
+    slow = parsing_also(training.load_sources, half_a_second_later)
     monkeypatch.setattr(training, "load_sources", slow)
     monkeypatch.setattr(doctor, "INPUT_STEPS", 2)
     _, plan = doctor.check_dataset(config, two_replicas)

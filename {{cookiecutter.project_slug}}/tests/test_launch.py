@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, REPLICAS, assert_same_weights, read_json{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
+from conftest import LOOPS, REPLICAS, assert_same_weights, read_json, run_cli{% if cookiecutter.data_source == "tfrecord" %}, write_shards{% endif %}
 
 from {{ cookiecutter.package_name }} import doctor
 from {{ cookiecutter.package_name }}.config import TrainConfig
@@ -352,19 +352,36 @@ def test_a_stopped_worker_makes_the_others_exit_143_within_the_bound(tmp_path{% 
     assert re.search(f"{lost}|{stalled}", output, re.MULTILINE), output[-3000:]
 
 
-@pytest.mark.processes
-def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
-    loop = LOOPS[-1]
+def interrupted_run(model_dir, data):
+    """The run a kill and a SIGTERM interrupt below: 3 epochs of 24 steps, a
+    checkpoint every 5, a step a call (a SIGTERM saves after the next step)."""
+    command = ["train", "--epochs", "3", "--steps-per-epoch", "24", "--steps-per-call", "1"]
+    return [*command, "--checkpoint-every", "5", *data, *train_flags(model_dir, LOOPS[-1])]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_fingerprint(tmp_path_factory{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    """The fingerprint of that run's final weights, uninterrupted."""
+    model_dir = tmp_path_factory.mktemp("uninterrupted")
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    # 24 steps per epoch, a checkpoint every 5: the kill early in epoch 2 leaves
-    # checkpoints inside that epoch only.
-    command = ["train", "--epochs", "2", "--steps-per-epoch", "24", "--steps-per-call", "1"]
-    command += ["--checkpoint-every", "5", *data]
-    uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
+    return one_fingerprint(launched(run_cli, *interrupted_run(model_dir, data)), model_dir)
+
+
+@pytest.mark.processes
+def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(
+    cli,
+    tmp_path,
+    uninterrupted_fingerprint,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
+):
+    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     relaunched_dir = tmp_path / "killed"
-    killed = start_launcher(*command, *train_flags(relaunched_dir, loop))
+    killed = start_launcher(*interrupted_run(relaunched_dir, data))
     try:
-        # Inside epoch 2, after its first checkpoint (global step 25).
+        # Inside epoch 2, after its first checkpoint (global step 25): the
+        # checkpoints after epoch 1's end are mid-epoch.
         pids = wait_for(killed, "[worker 0] checkpoint: epoch 1 step 1 ")
         subprocess.run(["kill", "-KILL", str(pids[1])], check=True)
         # The launcher stops the others at once (a cluster would restart the job).
@@ -375,7 +392,7 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
         stop_launcher(killed)
     killed_scratch = Path(SCRATCH.search((relaunched_dir / "worker-1.log").read_text())[1])
     assert killed_scratch.exists()  # SIGKILL left worker 1's copies behind
-    relaunched = launched(cli, *command, *train_flags(relaunched_dir, loop))
+    relaunched = launched(cli, *interrupted_run(relaunched_dir, data))
     assert not killed_scratch.exists()  # the relaunched worker 1 removed them
     resumed = [
         re.findall(r"^resumed from epoch (\d+) step (\d+)$", text, re.MULTILINE)
@@ -383,24 +400,21 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(cli, tmp_pat
     ]
     assert resumed[0] and resumed == [resumed[0]] * WORKERS, resumed
     assert resumed[0][0][0] == "1" and resumed[0][0][1] != "0", f"not mid-epoch: {resumed[0]}"
-    expected = one_fingerprint(uninterrupted, tmp_path / "uninterrupted")
-    assert one_fingerprint(relaunched, relaunched_dir) == expected
+    assert one_fingerprint(relaunched, relaunched_dir) == uninterrupted_fingerprint
 
 
 @pytest.mark.processes
 def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resumes(
     cli,
     tmp_path,
+    uninterrupted_fingerprint,
 {%- if cookiecutter.data_source == "tfrecord" %}
     data_dir,
 {%- endif %}
 ):
-    loop = LOOPS[-1]
     data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    command = ["train", "--epochs", "3", "--steps-per-epoch", "8", "--steps-per-call", "2", *data]
-    uninterrupted = launched(cli, *command, *train_flags(tmp_path / "uninterrupted", loop))
     preempted_dir = tmp_path / "preempted"
-    preempted = start_launcher(*command, *train_flags(preempted_dir, loop))
+    preempted = start_launcher(*interrupted_run(preempted_dir, data))
     try:
         pids = wait_for(preempted, "[worker 0] epoch 1/3")
         subprocess.run(["kill", "-TERM", str(pids[1])], check=True)  # worker 1 only
@@ -414,12 +428,11 @@ def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resu
         for text in worker_logs(output, preempted_dir).values()
     ]
     assert saved[0] and saved == [saved[0]] * WORKERS, f"the workers saved: {saved}"
-    relaunched = launched(cli, *command, *train_flags(preempted_dir, loop))
+    relaunched = launched(cli, *interrupted_run(preempted_dir, data))
     position = saved[0][0].replace("saved ", "resumed from ")
     logs = worker_logs(relaunched, preempted_dir)
     assert [text.count(f"{position}\n") for text in logs.values()] == [1] * WORKERS
-    expected = one_fingerprint(uninterrupted, tmp_path / "uninterrupted")
-    assert one_fingerprint(relaunched, preempted_dir) == expected
+    assert one_fingerprint(relaunched, preempted_dir) == uninterrupted_fingerprint
 
 
 {%- if cookiecutter.data_source == "tfrecord" %}
