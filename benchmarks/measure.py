@@ -94,7 +94,7 @@ def measure(package, workdir, quick):
     def build_engine(loop):
         """The engine `train` builds (training.build_engine, the one place)."""
         loop_config = dataclasses.replace(config, loop=loop)
-        return training.build_engine(loop_config, strategy, global_batch, learned)
+        return training.build_engine(loop_config, strategy, plan, learned)
 
     def epoch_in_calls_of(steps_per_call):
         def engine_epoch(engine):
@@ -140,7 +140,9 @@ def measure(package, workdir, quick):
             "fit": (epoch_in_calls_of(config.steps_per_call), build_engine("fit")),
             "bare_fit": (
                 bare_fit_epoch,
-                engine_fit.build_compiled_model(strategy, config, learned),
+                engine_fit.build_compiled_model(
+                    strategy, config, learned, training.learning_rate_for(config, plan)
+                ),
             ),
             "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
         }

@@ -348,6 +348,7 @@ ALWAYS_FILES = (
     "tests/test_sharding.py",
     "tests/test_strategy.py",
     "tests/test_randomness.py",
+    "tests/test_recipe.py",
     "tests/test_statistics.py",
     "tests/test_cli.py",
     "tests/test_resume.py",

@@ -64,6 +64,7 @@ FRAMEWORK_TESTS = (
     "test_controller.py",
     "test_kubernetes.py",
     "test_preflight.py",
+    "test_recipe.py",
     "test_slurm.py",
     "test_strategy.py",
 )

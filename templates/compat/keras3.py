@@ -126,8 +126,3 @@ def save_for_serving(model, serve, path):
     archive.track(model)
     archive.add_endpoint("serving_default", serve)
     archive.write_out(path, verbose=False)
-
-
-def learning_rate(optimizer):
-    """The optimizer's current learning rate, as a Python float."""
-    return float(tf.convert_to_tensor(optimizer.learning_rate))

@@ -69,8 +69,3 @@ def save_for_serving(model, serve, path):
     servable.weights = list(model.weights)
     servable.serve = serve
     tf.saved_model.save(servable, path, signatures={"serving_default": serve})
-
-
-def learning_rate(optimizer):
-    """The optimizer's current learning rate, as a Python float."""
-    return float(tf.convert_to_tensor(optimizer.learning_rate))

@@ -1,10 +1,12 @@
 
 
-def build_engine(config, strategy, global_batch_size, statistics):
+def build_engine(config, strategy, plan, statistics):
     """The engine this run trains with, its variables under the strategy's
     scope, its model built with the training data's `statistics`: the one place
     an engine is built (train, doctor, gpu-smoke and the benchmarks all call it)."""
+    learning_rate = learning_rate_for(config, plan)
     if config.loop == "fit":
-        return FitEngine(strategy, build_compiled_model(strategy, config, statistics))
-    state = build_training_state(strategy, config, statistics)
-    return CustomEngine(strategy, state, global_batch_size, config.jit_compile)
+        model = build_compiled_model(strategy, config, statistics, learning_rate)
+        return FitEngine(strategy, model)
+    state = build_training_state(strategy, config, statistics, learning_rate)
+    return CustomEngine(strategy, state, plan.global_batch_size, config.jit_compile)

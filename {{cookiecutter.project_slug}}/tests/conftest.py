@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The package first: it selects the Keras package before TensorFlow loads.
@@ -139,6 +140,7 @@ def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir
         values = dict(
             epochs=2,
             optimizer="sgd",
+            momentum=0.0,
 {%- if cookiecutter.task == "image" %}
             # Batch normalization amplifies float rounding step after step: a gentle
             # rate and 2 steps per epoch keep N replicas within 1e-5 of one device.
@@ -248,6 +250,17 @@ def parsing_also(load_sources, transform):
         return Transformed(train), evaluation
 
     return load
+
+
+def scalars(log_dir):
+    """{tag: [(global step, value)]} of the TensorBoard scalars written under `log_dir`."""
+    found = {}
+    for path in sorted(Path(log_dir).glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor))
+                found.setdefault(value.tag, []).append((event.step, number))
+    return found
 
 
 def read_json(path):

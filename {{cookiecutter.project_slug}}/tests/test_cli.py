@@ -8,32 +8,23 @@ import re
 import tempfile
 import types
 {%- endif %}
-from pathlib import Path
 
 import pytest
+{%- if cookiecutter.distribution == "multi_worker" %}
 import tensorflow as tf
-from conftest import load_weights, read_json, sample_statistics
+{%- endif %}
+from conftest import load_weights, read_json, sample_statistics, scalars
 {% if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.cli import log_to_worker_file, native_startup_noise_hidden
 {%- else %}
 from {{ cookiecutter.package_name }}.cli import native_startup_noise_hidden
 {%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
 from {{ cookiecutter.package_name }}.task import build_model
 
 # A line of TensorFlow's C++ logging (glog format), or absl's notice before it.
 NATIVE_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
-
-
-def scalars(log_dir):
-    """{tag: [(global step, value)]} of the TensorBoard scalars written under `log_dir`."""
-    found = {}
-    for path in sorted(Path(log_dir).glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                number = float(tf.make_ndarray(value.tensor))
-                found.setdefault(value.tag, []).append((event.step, number))
-    return found
 
 
 def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
@@ -84,8 +75,16 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     epoch_ends = [summary["steps_per_epoch"], summary["global_step"]]
     assert all([step for step, _ in values] == epoch_ends for values in written.values())
     assert [loss for _, loss in written["loss"]] == pytest.approx(summary["losses"], rel=1e-5)
-    assert [rate for _, rate in written["learning_rate"]] == pytest.approx(
-        [TrainConfig().learning_rate] * 2
+    # The default recipe: the rate scaled to the global batch, warmed up, and
+    # decayed by a cosine to 0 at the run's end.
+    schedule = learning_rate_schedule(
+        TrainConfig(), summary["global_batch_size"], summary["global_step"]
+    )
+    rates = [rate for _, rate in written["learning_rate"]]
+    assert rates == pytest.approx([float(schedule(step - 1)) for step in epoch_ends])
+    assert rates[0] > rates[1] > 0
+    assert summary["peak_learning_rate"] == pytest.approx(
+        TrainConfig().learning_rate * summary["global_batch_size"] / 256
     )
     assert all(speed > 0 for _, speed in written["examples_per_second"])
     # A default run starts quietly: no line of TensorFlow's C++ logging before

@@ -65,7 +65,10 @@ def test_unknown_key_is_refused(tmp_path):
         ("steps_per_epoch = -2", r"steps_per_epoch=-2 must be at least 1"),
         ("seed = -1", r"seed=-1 is out of range - use a whole number from 0 to 2147483645"),
         ("seed = 2147483646", r"seed=2147483646 is out of range"),
-        ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, sgd"),
+        ("warmup_steps = -1", r"warmup_steps=-1 must not be negative - use 0 for no warmup"),
+        ("momentum = 1.0", r"momentum=1.0 is out of range - use a value from 0 to below 1"),
+        ('lr_schedule = "linear"', r"lr_schedule='linear' is not supported - use one of: cosine"),
+        ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, adamw, sgd"),
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
         (
             'loop = "fit"\njit_compile = true',

@@ -45,6 +45,10 @@ def test_two_replicas_train_like_one_device(two_replicas, one_device, sgd_config
     distributed = train(sgd_config("two", 64, **LOOP), two_replicas)
     single = train(sgd_config("one", 128, **LOOP), one_device)
     assert (distributed["replicas"], single["replicas"]) == (2, 1)
+    # One global batch, one learning rate: scaled by the global batch (128 of the
+    # reference 256), not by a replica's.
+    rate = sgd_config("rate", 64).learning_rate * 128 / 256
+    assert distributed["peak_learning_rate"] == single["peak_learning_rate"] == pytest.approx(rate)
     np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
     assert_same_weights(distributed["weights_path"], single["weights_path"], atol=1e-5)
     assert distributed["final_loss"] < distributed["losses"][0]
@@ -75,8 +79,9 @@ def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config)
     batches = examples.batch(32, drop_remainder=True)
     compiled_functions = []
     for jit_compile in (True, False):
+        config = sgd_config(f"xla-{jit_compile}", 16)
         state = build_training_state(
-            two_replicas, sgd_config(f"xla-{jit_compile}", 16), sample_statistics()
+            two_replicas, config, sample_statistics(), config.learning_rate
         )
         train_steps = make_train_function(two_replicas, state, 32, jit_compile)
         iterator = iter(two_replicas.experimental_distribute_dataset(batches))
@@ -109,7 +114,7 @@ def test_xla_on_the_sample_model_is_refused_before_anything_is_written(two_repli
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     config = sgd_config("sync", 16, optimizer="adam")
-    state = build_training_state(two_replicas, config, sample_statistics())
+    state = build_training_state(two_replicas, config, sample_statistics(), config.learning_rate)
     train_steps = make_train_function(two_replicas, state, global_batch_size=32)
     examples = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
@@ -131,6 +136,6 @@ def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
 def test_mixed_precision_computes_in_{{ cookiecutter.mixed_precision }}(two_replicas, sgd_config):
     set_precision_policy(True)
     config = sgd_config("dtype", 16, mixed_precision=True, **LOOP)
-    state = build_training_state(two_replicas, config, sample_statistics())
+    state = build_training_state(two_replicas, config, sample_statistics(), config.learning_rate)
     assert_mixed_precision(state.model, state.optimizer)
 {%- endif %}

@@ -226,17 +226,17 @@ def compile_under(strategy, model, optimizer):
     return model
 
 
-def fit_model_built_outside_the_scope(strategy, config, statistics):
+def fit_model_built_outside_the_scope(strategy, config, statistics, learning_rate):
     model = build_model(statistics)
     with strategy.scope():
-        optimizer = make_optimizer(config)
+        optimizer = make_optimizer(config, learning_rate, model)
     return compile_under(strategy, model, optimizer)
 
 
-def fit_optimizer_created_outside_the_scope(strategy, config, statistics):
-    optimizer = make_optimizer(config)
+def fit_optimizer_created_outside_the_scope(strategy, config, statistics, learning_rate):
     with strategy.scope():
         model = build_model(statistics)
+    optimizer = make_optimizer(config, learning_rate, model)
     return compile_under(strategy, model, optimizer)
 
 
@@ -263,8 +263,8 @@ def test_fit_built_outside_the_scope_fails_variables(config, monkeypatch, broken
 {%- if cookiecutter.keras_package == "keras3" %}
 
 
-def clipping_optimizer(config):
-    return keras.optimizers.SGD(learning_rate=config.learning_rate, clipnorm=1.0)
+def clipping_optimizer(config, learning_rate, model):
+    return keras.optimizers.SGD(learning_rate=learning_rate, clipnorm=1.0)
 
 
 def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
@@ -282,19 +282,21 @@ def state_from(model, optimizer, strategy):
     return TrainingState(model, optimizer, metric)
 
 
-def custom_model_built_outside_the_scope(strategy, config, statistics):
+def custom_model_built_outside_the_scope(strategy, config, statistics, learning_rate):
     model = build_model(statistics)
     with strategy.scope():
-        optimizer = make_optimizer(config)
+        optimizer = make_optimizer(config, learning_rate, model)
         optimizer.build(model.trainable_variables)
     return state_from(model, optimizer, strategy)
 
 
-def custom_optimizer_created_and_built_outside_the_scope(strategy, config, statistics):
+def custom_optimizer_created_and_built_outside_the_scope(
+    strategy, config, statistics, learning_rate
+):
     with strategy.scope():
         model = build_model(statistics)
     # The silent case (Keras 3 and tf_keras alike): no error, slots not mirrored.
-    optimizer = make_optimizer(config)
+    optimizer = make_optimizer(config, learning_rate, model)
     optimizer.build(model.trainable_variables)
     return state_from(model, optimizer, strategy)
 

@@ -2,9 +2,7 @@
 MirroredStrategy computes what one device computes."""
 
 import numpy as np
-{%- if cookiecutter.keras_package == "keras3" %}
 import pytest
-{%- endif %}
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
@@ -51,6 +49,10 @@ def test_two_replicas_train_like_one_device(two_replicas, one_device, sgd_config
     assert (distributed["replicas"], single["replicas"]) == (2, 1)
     assert distributed["loop"] == single["loop"] == "fit"
     assert distributed["global_batch_size"] == single["global_batch_size"] == 128
+    # One global batch, one learning rate: scaled by the global batch (128 of the
+    # reference 256), not by a replica's.
+    rate = sgd_config("rate", 64).learning_rate * 128 / 256
+    assert distributed["peak_learning_rate"] == single["peak_learning_rate"] == pytest.approx(rate)
     np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
     assert_same_weights(distributed["weights_path"], single["weights_path"], atol=1e-5)
     assert distributed["final_loss"] < distributed["losses"][0]
@@ -68,9 +70,8 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
 
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
-    model = build_compiled_model(
-        two_replicas, sgd_config("sync", 16, optimizer="adam"), sample_statistics()
-    )
+    config = sgd_config("sync", 16, optimizer="adam")
+    model = build_compiled_model(two_replicas, config, sample_statistics(), config.learning_rate)
     engine = FitEngine(two_replicas, model)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches(256, 32)))
     loss, _ = engine.train(iterator, tf.constant(4))
@@ -91,7 +92,7 @@ def test_mixed_precision_run_stays_finite(two_replicas, sgd_config):
 def test_mixed_precision_computes_in_{{ cookiecutter.mixed_precision }}(two_replicas, sgd_config):
     set_precision_policy(True)
     config = sgd_config("dtype", 16, mixed_precision=True, **LOOP)
-    model = build_compiled_model(two_replicas, config, sample_statistics())
+    model = build_compiled_model(two_replicas, config, sample_statistics(), config.learning_rate)
     assert_mixed_precision(model, model.optimizer)
 {%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}

@@ -85,7 +85,7 @@ def test_overflow_on_one_replica_skips_the_step_everywhere(
     monkeypatch.setattr(ENGINE_MODULES[loop], "build_model", overflowing_model(replica))
     set_precision_policy(True)
     plan = plan_run(config, two_replicas)
-    engine = build_engine(config, two_replicas, plan.global_batch_size, plan.train.statistics())
+    engine = build_engine(config, two_replicas, plan, plan.train.statistics())
     before, scale = trainable_weights(engine.model), loss_scale(engine.optimizer)
     iterator = iter(training_input(two_replicas, plan, config.seed, epoch=0))
     engine.train(iterator, tf.constant(1))

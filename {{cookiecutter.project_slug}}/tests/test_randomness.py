@@ -61,10 +61,12 @@ def model_inputs(model):
 def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_config, monkeypatch):
     builder = "{{ cookiecutter.package_name }}.engine_{{ engine }}.build_model"
     monkeypatch.setattr(builder, build_model_with_dropout)
+    config = sgd_config("dropout", 8)
 {%- if engine == "fit" %}
-    model = build_compiled_model(two_replicas, sgd_config("dropout", 8), sample_statistics())
+    model = build_compiled_model(two_replicas, config, sample_statistics(), config.learning_rate)
 {%- else %}
-    model = build_training_state(two_replicas, sgd_config("dropout", 8), sample_statistics()).model
+    state = build_training_state(two_replicas, config, sample_statistics(), config.learning_rate)
+    model = state.model
 {%- endif %}
     first, second = replica_outputs(two_replicas, model, model_inputs(model))()
     assert not np.array_equal(first, second)

@@ -18,7 +18,7 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, assert_same_weights, read_json
+from conftest import LOOPS, assert_same_weights, read_json, scalars
 
 from {{ cookiecutter.package_name }} import checkpointing
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
@@ -30,6 +30,9 @@ from {{ cookiecutter.package_name }}.training import train
 KILLS = 2
 # 12 steps per epoch, a checkpoint every 5 steps: most saves fall inside an epoch.
 CHECKPOINT_EVERY = 5
+# Of the 48 steps, 36 warm up: the kills below (after at most 3 saves each)
+# land in the warmup.
+WARMUP_STEPS = 36
 
 
 def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
@@ -41,6 +44,7 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
 {%- endif %}
         "--epochs", "4", "--steps-per-epoch", "12", "--seed", "7",
         "--steps-per-call", "2", "--checkpoint-every", str(CHECKPOINT_EVERY),
+        "--warmup-steps", str(WARMUP_STEPS),
         "--model-dir", str(model_dir), "--summary-json", str(model_dir / "summary.json"),
 {%- if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),
@@ -135,6 +139,14 @@ def test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result(
     summary = assert_same_result(resumed, reference)
     epoch, step = int(position[1]), int(position[2])
     assert summary["resumed_from"] == {"epoch": epoch, "step": step}
+    # Killed in the warmup, resumed on the same learning rates: the schedule
+    # follows the optimizer's step counter, which the checkpoint restored.
+    resumed_at = epoch * 12 + step
+    assert resumed_at < WARMUP_STEPS
+    expected = dict(scalars(reference / "logs")["learning_rate"])
+    rates = scalars(resumed / "logs")["learning_rate"]  # every attempt's
+    assert {s for s in expected if s > resumed_at} <= {s for s, _ in rates}
+    assert rates == [(s, pytest.approx(expected[s], rel=1e-6)) for s, _ in rates]
 
 
 @pytest.mark.processes

@@ -16,7 +16,9 @@ class ConfigError(TrainerError):
     pass
 
 
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCALING_RULES = ("linear", "sqrt", "none")
+SCHEDULES = ("cosine", "step", "constant")
 {%- if cookiecutter.training_loop == "both" %}
 LOOPS = ("fit", "custom")
 {%- endif %}
@@ -42,8 +44,28 @@ class TrainConfig:
     per_replica_batch_size: int = setting(
         {{ cookiecutter.per_replica_batch_size | int }}, "batch per replica; the global batch is this times the replicas"
     )
-    learning_rate: float = setting(0.01, "the optimizer's learning rate")
+    # The rate for a reference global batch, scaled to the run's (optimizer.py).
+    learning_rate: float = setting(
+        0.01, "the peak learning rate for a global batch of --reference-batch-size"
+    )
+    reference_batch_size: int = setting(256, "the global batch --learning-rate is given for")
+    learning_rate_scaling: str = setting(
+        "linear",
+        "the rate times (global batch / reference batch) (linear), its square root (sqrt), or 1",
+        choices=SCALING_RULES,
+    )
+    warmup_steps: int | None = setting(
+        None, "optimizer steps of linear warmup (default: the first 5% of the run's steps)"
+    )
+    lr_schedule: str = setting(
+        "cosine", "the learning rate after warmup, to the run's last step", choices=SCHEDULES
+    )
     optimizer: str = setting("adam", "the optimizer", choices=OPTIMIZERS)
+    momentum: float = setting(0.9, "SGD's momentum (--optimizer sgd; 0 for plain SGD)")
+    nesterov: bool = setting(False, "Nesterov momentum (--optimizer sgd)")
+    weight_decay: float = setting(
+        0.01, "AdamW's decoupled weight decay (not on biases and normalization layers)"
+    )
     seed: int = setting(42, "shuffling and initial weights")
     model_dir: str = setting(
         "runs/latest", "checkpoints, logs and the final model", commands=("train",)
@@ -127,6 +149,16 @@ class TrainConfig:
             raise ConfigError(
                 f"learning_rate={self.learning_rate} must be positive - use a value such as 0.01"
             )
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ConfigError(
+                f"warmup_steps={self.warmup_steps} must not be negative - use 0 for no warmup"
+            )
+        for name in ("momentum", "weight_decay"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(
+                    f"{name}={getattr(self, name)} is out of range - use a value from 0 to"
+                    " below 1, such as 0.9 for momentum or 0.01 for weight decay"
+                )
 {%- if cookiecutter.training_loop == "both" %}
         if self.jit_compile and self.loop == "fit":
             raise ConfigError(
@@ -145,6 +177,7 @@ POSITIVE_FIELDS = (
     "epochs",
     "steps_per_epoch",
     "per_replica_batch_size",
+    "reference_batch_size",
     "checkpoint_every",
     "steps_per_call",
     "stall_timeout",

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, write_atomically
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
-from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, learning_rate
+from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
@@ -61,6 +61,7 @@ class Controller:
     checkpoints     restores and saves the model, optimizer and `progress`
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
     training_input  (epoch, first step, epochs) -> the distributed training batches
+    learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
     summary_writer  where the TensorBoard scalars go
     watchdog        stops the run, exit 143, when a piece of work stalls (watchdog.py)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
@@ -76,6 +77,7 @@ class Controller:
         checkpoints,
         evaluate,
         training_input,
+        learning_rate,
         summary_writer,
         watchdog,
         model_dir,
@@ -89,6 +91,7 @@ class Controller:
         self.progress = checkpoints.progress
         self.evaluate = evaluate
         self.training_input = training_input
+        self.learning_rate = learning_rate
         self.summary_writer = summary_writer
         self.watchdog = watchdog
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
@@ -169,7 +172,7 @@ class Controller:
             saved = False
             if step < steps and self.global_step % self.config.checkpoint_every == 0:
                 self.save()
-                interval.write(self.engine.optimizer, self.global_step)
+                interval.write(self.last_learning_rate(), self.global_step)
                 saved = True
             # (At the epoch's last step, the epoch end below saves and checks.)
             if step < steps and self.preemption_requested(preemption):
@@ -180,7 +183,7 @@ class Controller:
         loss, metric = self.progress.epoch_means()
         self.progress.finish_epoch(loss)
         self.save()
-        interval.write(self.engine.optimizer, self.global_step)
+        interval.write(self.last_learning_rate(), self.global_step)
         self.losses.append(loss)
         self.final_metric = metric
         # Before the evaluation, which can outlast a preemption's grace period.
@@ -201,6 +204,11 @@ class Controller:
     @property
     def global_step(self):
         return int(self.progress.global_step.numpy())
+
+    def last_learning_rate(self):
+        """The rate of the optimizer's last update (its schedule is a function of
+        the optimizer's own step counter)."""
+        return float(self.learning_rate(self.engine.optimizer.iterations - 1))
 
     def next_call_size(self, step):
         """Steps for the next engine call: up to --steps-per-call, never past the
@@ -250,6 +258,8 @@ class Controller:
             "epochs": self.config.epochs,
             "steps_per_epoch": self.plan.steps_per_epoch,
             "checkpoint_every": self.config.checkpoint_every,
+            "peak_learning_rate": self.learning_rate.peak,
+            "warmup_steps": self.learning_rate.warmup_steps,
             "resumed_from": (
                 None
                 if resumed_from is None
@@ -316,16 +326,19 @@ class Interval:
         self.loss_sum += steps * loss
         self.seconds += seconds
 
-    def write(self, optimizer, global_step):
+    def write(self, learning_rate, global_step):
         """Loss, learning rate and examples per second at `global_step`."""
         if self.steps:
             tf.summary.scalar("loss", self.loss_sum / self.steps, step=global_step)
-            tf.summary.scalar("learning_rate", learning_rate(optimizer), step=global_step)
+            tf.summary.scalar("learning_rate", learning_rate, step=global_step)
             tf.summary.scalar(
                 "examples_per_second",
                 self.global_batch_size * self.steps / max(self.seconds, 1e-9),
                 step=global_step,
             )
+            # Written with each checkpoint: a kill loses no scalar it did not
+            # also lose in training (the writer would hold them up to 2 minutes).
+            tf.summary.flush()
         self.reset()
 
 

@@ -194,7 +194,7 @@ def input_examples_per_second(strategy, config, plan):
 def step_examples_per_second(strategy, config, plan):
     """The training step on batches already in memory: its speed without input."""
     prepare_run(config)
-    engine = build_engine(config, strategy, plan.global_batch_size, plan.train.statistics())
+    engine = build_engine(config, strategy, plan, plan.train.statistics())
     steps = INPUT_STEPS
 
     def cached(context):

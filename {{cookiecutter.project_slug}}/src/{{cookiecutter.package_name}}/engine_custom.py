@@ -40,11 +40,13 @@ class TrainingState:
     metric: keras.metrics.Metric
 
 
-def build_training_state(strategy, config, statistics):
+def build_training_state(strategy, config, statistics, learning_rate):
+    """Model (built with the training data's `statistics`), optimizer (on
+    `learning_rate`, a schedule) and metric, under the strategy's scope."""
     with strategy.scope():
         model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
-        optimizer = make_optimizer(config)
+        optimizer = make_optimizer(config, learning_rate, model)
         # Built here, not lazily in the first step: slots created outside the
         # scope would be plain, unsynchronised variables.
         optimizer.build(model.trainable_variables)

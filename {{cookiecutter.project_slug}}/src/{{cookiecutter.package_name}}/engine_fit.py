@@ -16,14 +16,14 @@ from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model, per_example_loss
 
 
-def build_compiled_model(strategy, config, statistics):
-    """Model (built with the training data's `statistics`), optimizer and metrics,
-    all created under the strategy's scope."""
+def build_compiled_model(strategy, config, statistics, learning_rate):
+    """Model (built with the training data's `statistics`), optimizer (on
+    `learning_rate`, a schedule) and metrics, all created under the strategy's scope."""
     with strategy.scope():
         model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
         model.compile(
-            optimizer=make_optimizer(config),
+            optimizer=make_optimizer(config, learning_rate, model),
             loss=per_example_loss,  # Keras averages it over the global batch
             metrics=[make_metric()],
         )

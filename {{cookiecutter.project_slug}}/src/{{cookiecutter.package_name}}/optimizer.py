@@ -1,20 +1,127 @@
-"""The optimizer, built by the engines under `strategy.scope()` so its slots
-are mirrored on every replica."""
+"""The training recipe: the optimizer and its learning rate, built by the
+engines under `strategy.scope()` so their variables are mirrored on every replica.
 
+The learning rate is given for a reference global batch and scaled to the
+run's global batch once, where the plan is made: more replicas mean a larger
+global batch and fewer steps, and the rate that worked on one GPU no longer
+fits (Goyal et al. 2017: linear scaling and a gradual warmup). The schedule is a
+function of the optimizer's own step counter, which every checkpoint holds, so a
+resumed run continues the exact sequence.
+"""
+
+import math
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import TrainerError
 {% if cookiecutter.mixed_precision == "float16" -%}
 from {{ cookiecutter.package_name }}.compat import keras, loss_scale_optimizer
 {%- else -%}
 from {{ cookiecutter.package_name }}.compat import keras
 {%- endif %}
 
+# Of the run's optimizer steps, the share spent warming up when --warmup-steps
+# is not given.
+DEFAULT_WARMUP_SHARE = 0.05
+# The step schedule multiplies the rate by STEP_FACTOR at each of these shares
+# of the steps after warmup.
+STEP_BOUNDARIES = (1 / 3, 2 / 3)
+STEP_FACTOR = 0.1
 
-def make_optimizer(config):
-    """The optimizer `config` names: Adam for real runs; plain SGD is what
-    equivalence checks use (Adam hides loss-scaling errors)."""
+
+def scaled_learning_rate(config, global_batch_size):
+    """`config.learning_rate`, given for a global batch of
+    `config.reference_batch_size`, scaled to `global_batch_size`."""
+    ratio = global_batch_size / config.reference_batch_size
+    factor = {"linear": ratio, "sqrt": math.sqrt(ratio), "none": 1.0}[config.learning_rate_scaling]
+    return config.learning_rate * factor
+
+
+def warmup_steps(config, total_steps):
+    if config.warmup_steps is not None:
+        return config.warmup_steps
+    return round(DEFAULT_WARMUP_SHARE * total_steps)
+
+
+@keras.saving.register_keras_serializable(package="{{ cookiecutter.package_name }}")
+class WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """A linear warmup from `peak / warmup_steps` to `peak`, then `decay` until
+    `total_steps`: constant, cosine (to 0 after the last step), or step (x0.1 at
+    a third and at two thirds of the steps after warmup)."""
+
+    def __init__(self, peak, warmup_steps, total_steps, decay):
+        self.peak = peak
+        self.warmup_steps = warmup_steps
+        self.total_steps = total_steps
+        self.decay = decay
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        # Optimizer step 0 is the first update: it gets 1/warmup_steps of the peak.
+        warmup = tf.minimum((step + 1.0) / max(self.warmup_steps, 1), 1.0)
+        decaying = max(self.total_steps - self.warmup_steps, 1)
+        progress = tf.clip_by_value((step - self.warmup_steps) / decaying, 0.0, 1.0)
+        if self.decay == "cosine":
+            factor = 0.5 * (1.0 + tf.cos(math.pi * progress))
+        elif self.decay == "step":
+            passed = tf.add_n([tf.cast(progress >= share, tf.float32) for share in STEP_BOUNDARIES])
+            factor = STEP_FACTOR**passed
+        else:
+            factor = tf.constant(1.0)
+        return self.peak * warmup * factor
+
+    def get_config(self):
+        return {
+            "peak": self.peak,
+            "warmup_steps": self.warmup_steps,
+            "total_steps": self.total_steps,
+            "decay": self.decay,
+        }
+
+    def describe(self):
+        ends = {
+            "constant": "then constant",
+            "cosine": f"then cosine to 0 at step {self.total_steps}",
+            "step": "then x0.1 at a third and at two thirds of the rest",
+        }
+        return f"warmup {self.warmup_steps} steps, {ends[self.decay]}"
+
+
+def learning_rate_schedule(config, global_batch_size, total_steps):
+    """The run's learning rate by optimizer step: scaled to the global batch,
+    warmed up, then decayed over the run's `total_steps`."""
+    peak = scaled_learning_rate(config, global_batch_size)
+    return WarmupThenDecay(peak, warmup_steps(config, total_steps), total_steps, config.lr_schedule)
+
+
+def undecayed_variables(model):
+    """Biases and normalization scales and offsets (every variable of rank 0 or
+    1): decaying them towards 0 only hurts (Loshchilov and Hutter; Goyal et al.)."""
+    return [variable for variable in model.trainable_variables if len(variable.shape) <= 1]
+
+
+def make_optimizer(config, learning_rate, model):
+    """The optimizer `config` names, on `learning_rate` (a schedule), for
+    `model`'s variables: Adam; AdamW, whose decoupled weight decay leaves out
+    `undecayed_variables`; or SGD with momentum (plain SGD, momentum 0, is what
+    equivalence checks use: Adam hides loss-scaling errors)."""
     if config.optimizer == "sgd":
-        optimizer = keras.optimizers.SGD(learning_rate=config.learning_rate)
+        optimizer = keras.optimizers.SGD(
+            learning_rate=learning_rate, momentum=config.momentum, nesterov=config.nesterov
+        )
+    elif config.optimizer == "adamw":
+        if model.losses:
+            raise TrainerError(
+                f"the model adds {len(model.losses)} regularization loss(es) (kernel_regularizer,"
+                " activity_regularizer) and --optimizer adamw decays the weights too - remove"
+                " the regularizers from task.build_model, or use --optimizer adam or sgd"
+            )
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=learning_rate, weight_decay=config.weight_decay
+        )
+        optimizer.exclude_from_weight_decay(var_list=undecayed_variables(model))
     else:
-        optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
 {%- if cookiecutter.mixed_precision == "float16" %}
     if config.mixed_precision:
         # float16 gradients underflow without loss scaling. Wrapped here, not by

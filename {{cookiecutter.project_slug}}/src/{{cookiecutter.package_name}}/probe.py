@@ -100,7 +100,7 @@ def run_steps(strategy, config, plan, steps, noise=True):
     batches (with the model's dropout and noise layers off unless `noise`)."""
     prepare_run(config)
     probe = BatchProbe(strategy)
-    engine = build_engine(config, probe, plan.global_batch_size, plan.train.statistics())
+    engine = build_engine(config, probe, plan, plan.train.statistics())
     if not noise:
         switch_off_noise(engine.model)
     loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
@@ -139,7 +139,11 @@ def sgd_config(config):
     return dataclasses.replace(
         config,
         optimizer="sgd",
+        momentum=0.0,
         learning_rate=SYNC_LEARNING_RATE,
+        learning_rate_scaling="none",
+        warmup_steps=0,
+        lr_schedule="constant",
 {%- if cookiecutter.mixed_precision != "no" %}
         mixed_precision=False,
 {%- endif %}

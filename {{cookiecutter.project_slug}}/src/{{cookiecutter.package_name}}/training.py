@@ -25,6 +25,7 @@ from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_tr
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
+from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -77,6 +78,13 @@ def plan_run(config, strategy):
     )
 
 
+def learning_rate_for(config, plan):
+    """The run's learning rate by optimizer step: scaled to the plan's global
+    batch, warmed up and decayed over the run's steps (optimizer.py)."""
+    total_steps = config.epochs * plan.steps_per_epoch
+    return learning_rate_schedule(config, plan.global_batch_size, total_steps)
+
+
 def build_controller(config, strategy, plan, engine, model_dir):
     """The controller of a run of `engine`, handed everything else it uses."""
     write_dir = worker_dir(model_dir, strategy)
@@ -100,6 +108,7 @@ def build_controller(config, strategy, plan, engine, model_dir):
         ),
         evaluate=make_evaluator(strategy, engine.model, evaluation_input(strategy, plan)),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
+        learning_rate=learning_rate_for(config, plan),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
         watchdog=Watchdog(config.stall_timeout, PREEMPTED_EXIT_STATUS),
         model_dir=model_dir,
@@ -117,10 +126,20 @@ def train(config, strategy):
         plan.steps_per_epoch,
         config.checkpoint_every,
     )
+    schedule = learning_rate_for(config, plan)
+    log.info(
+        "learning rate: %.4g (%s, for global batch %d from %g at %d), %s",
+        schedule.peak,
+        config.learning_rate_scaling,
+        plan.global_batch_size,
+        config.learning_rate,
+        config.reference_batch_size,
+        schedule.describe(),
+    )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
     learned = statistics.for_run(config.model_dir, plan.train)
     # The model directory after the engine: a model the engine refuses leaves none.
-    engine = build_engine(config, strategy, plan.global_batch_size, learned)
+    engine = build_engine(config, strategy, plan, learned)
     model_dir = prepare_model_dir(config.model_dir)
     if is_chief(strategy):
         statistics.keep(model_dir, learned)
