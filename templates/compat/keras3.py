@@ -4,6 +4,8 @@ import numpy as np
 {%- endif %}
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import TrainerError
+
 KERAS_PACKAGE = "keras3"
 # Keras < 3.5 did not all-reduce gradients under a strategy (keras-team/keras#19891);
 # Keras < 3.8 did not scale the loss by 1/replicas (keras-team/keras#20609). Both silent.
@@ -94,6 +96,25 @@ class ReplicaSeedGenerator(keras.random.SeedGenerator):
             return seed
         replica = context.replica_id_in_sync_group
         return tf.cast(tf.random.experimental.stateless_fold_in(seed, replica), seed.dtype)
+
+
+def clip_after_the_all_reduce(optimizer, clip_norm):
+    """Refused: Keras 3's optimizer clips (clipnorm, global_clipnorm) in `apply`,
+    before the all-reduce, each replica its own share (no upstream issue found)."""
+    raise TrainerError(
+        f"--clip-norm {clip_norm} with the fit loop: Keras 3's optimizer clips each"
+        " replica's gradient before the all-reduce, so N replicas would not compute what"
+        " one device computes - use the custom loop, which clips the summed gradient"
+    )
+
+
+def apply_summed_gradients(optimizer, grads_and_vars):
+    """Apply gradients the replicas have summed already, in the replica context.
+    Keras 3's apply_gradients always sums them across replicas, and has no
+    switch: its _all_reduce_sum_gradients is passed over here (the equivalence
+    test of clipping notices the day that private method changes)."""
+    optimizer._all_reduce_sum_gradients = lambda summed: summed
+    optimizer.apply_gradients(grads_and_vars)
 
 
 def per_replica_randomness(model):

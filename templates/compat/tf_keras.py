@@ -41,6 +41,17 @@ def unscale_gradients(optimizer, gradients):
 {%- endif %}
 
 
+def clip_after_the_all_reduce(optimizer, clip_norm):
+    """fit's gradient clipping: tf_keras's apply_gradients sums the replicas'
+    gradients, then clips to `global_clipnorm` (tested against one device)."""
+    optimizer.global_clipnorm = clip_norm
+
+
+def apply_summed_gradients(optimizer, grads_and_vars):
+    """Apply gradients the replicas have summed already, in the replica context."""
+    optimizer.apply_gradients(grads_and_vars, skip_gradients_aggregation=True)
+
+
 def per_replica_randomness(model):
     """Nothing to change: tf_keras's random layers draw with stateful random ops,
     one per replica, so each replica already gets its own numbers."""

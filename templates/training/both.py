@@ -9,4 +9,6 @@ def build_engine(config, strategy, plan, statistics):
         model = build_compiled_model(strategy, config, statistics, learning_rate)
         return FitEngine(strategy, model)
     state = build_training_state(strategy, config, statistics, learning_rate)
-    return CustomEngine(strategy, state, plan.global_batch_size, config.jit_compile)
+    return CustomEngine(
+        strategy, state, plan.global_batch_size, config.jit_compile, config.clip_norm
+    )

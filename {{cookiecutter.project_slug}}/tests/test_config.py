@@ -68,6 +68,10 @@ def test_unknown_key_is_refused(tmp_path):
         ("warmup_steps = -1", r"warmup_steps=-1 must not be negative - use 0 for no warmup"),
         ("momentum = 1.0", r"momentum=1.0 is out of range - use a value from 0 to below 1"),
         ('lr_schedule = "linear"', r"lr_schedule='linear' is not supported - use one of: cosine"),
+        ("clip_norm = 0.0", r"clip_norm=0.0 must be positive - use a value such as 1.0"),
+{%- if cookiecutter.mixed_precision == "float16" %}
+        ("clip_norm = 1.0", r"clip_norm with mixed_float16 is not supported: .* --no-mixed"),
+{%- endif %}
         ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, adamw, sgd"),
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
         (

@@ -66,6 +66,9 @@ class TrainConfig:
     weight_decay: float = setting(
         0.01, "AdamW's decoupled weight decay (not on biases and normalization layers)"
     )
+    clip_norm: float | None = setting(
+        None, "clip the all-reduced gradient to this global norm (default: no clipping)"
+    )
     seed: int = setting(42, "shuffling and initial weights")
     model_dir: str = setting(
         "runs/latest", "checkpoints, logs and the final model", commands=("train",)
@@ -153,6 +156,19 @@ class TrainConfig:
             raise ConfigError(
                 f"warmup_steps={self.warmup_steps} must not be negative - use 0 for no warmup"
             )
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ConfigError(
+                f"clip_norm={self.clip_norm} must be positive - use a value such as 1.0, or"
+                " leave it out for no clipping"
+            )
+{%- if cookiecutter.mixed_precision == "float16" %}
+        if self.clip_norm is not None and self.mixed_precision:
+            raise ConfigError(
+                "clip_norm with mixed_float16 is not supported: the loss-scale optimizer"
+                " applies its own unscaled gradients - use --no-mixed-precision, or bake"
+                " with mixed_precision=bfloat16 (no loss scaling)"
+            )
+{%- endif %}
         for name in ("momentum", "weight_decay"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(

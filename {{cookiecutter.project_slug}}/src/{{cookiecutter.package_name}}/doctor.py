@@ -262,8 +262,8 @@ def check_upstream(replicas, runs):
         if clipping and replicas > 1:
             problems.append(
                 f"the optimizer's {'/'.join(clipping)} clips each replica's gradient before"
-                " the all-reduce in Keras 3, so results differ from one device - clip after"
-                " strategy.reduce(SUM) with tf.clip_by_global_norm in a custom loop"
+                " the all-reduce in Keras 3, so results differ from one device - leave it out"
+                " of the optimizer and use --clip-norm (the custom loop clips the sum)"
             )
         if getattr(run.model, "jit_compile", False) is True and replicas > 1:
             problems.append(

@@ -13,6 +13,7 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import TrainerError
 {%- if cookiecutter.mixed_precision == "float16" %}
 from {{ cookiecutter.package_name }}.compat import (
+    apply_summed_gradients,
     is_loss_scale_optimizer,
     keras,
     per_replica_randomness,
@@ -20,7 +21,11 @@ from {{ cookiecutter.package_name }}.compat import (
     unscale_gradients,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
+from {{ cookiecutter.package_name }}.compat import (
+    apply_summed_gradients,
+    keras,
+    per_replica_randomness,
+)
 {%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_metric
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
@@ -65,10 +70,11 @@ def replica_loss(model, labels, logits, global_batch_size):
     return loss
 
 
-def make_train_function(strategy, state, global_batch_size, jit_compile=False):
+def make_train_function(strategy, state, global_batch_size, jit_compile=False, clip_norm=None):
     """A tf.function running `num_steps` training steps; returns their mean loss
     and training metric. The metric is reset and read inside the function: eager
-    reads of replicated variables cost more than a small model's step."""
+    reads of replicated variables cost more than a small model's step. With
+    `clip_norm`, the all-reduced gradient is clipped to that global norm."""
     model, optimizer = state.model, state.optimizer
 {%- if cookiecutter.mixed_precision == "float16" %}
     loss_scaling = is_loss_scale_optimizer(optimizer)
@@ -100,10 +106,19 @@ def make_train_function(strategy, state, global_batch_size, jit_compile=False):
 
     def replica_step(features, labels):
         loss, logits, gradients = replica_gradients(features, labels)
-        # Inside the replica function: the optimizer all-reduces (SUMs) the
-        # gradients across replicas before applying them.
-        optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
         state.metric.update_state(labels, logits)
+        variables = model.trainable_variables
+        if clip_norm is None:
+            # Inside the replica function: the optimizer all-reduces (SUMs) the
+            # gradients across replicas before applying them.
+            optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        else:
+            # Clipped once summed: clipping each replica's share (what an
+            # optimizer's clipnorm does in Keras 3) would not give one device's
+            # result. Summed here, so the optimizer must not sum them again.
+            summed = tf.distribute.get_replica_context().all_reduce(SUM, gradients)
+            clipped, _ = tf.clip_by_global_norm(summed, clip_norm)
+            apply_summed_gradients(optimizer, zip(clipped, variables, strict=True))
         return loss
 
     @tf.function
@@ -141,11 +156,13 @@ def check_compilable(model):
 class CustomEngine:
     name = "custom"
 
-    def __init__(self, strategy, state, global_batch_size, jit_compile=False):
+    def __init__(self, strategy, state, global_batch_size, jit_compile=False, clip_norm=None):
         self.model = state.model
         self.optimizer = state.optimizer
         self.metrics = [state.metric]
-        self.train_steps = make_train_function(strategy, state, global_batch_size, jit_compile)
+        self.train_steps = make_train_function(
+            strategy, state, global_batch_size, jit_compile, clip_norm
+        )
 
     def train(self, iterator, num_steps):
         """Run the next `num_steps` steps; return their mean loss and metric."""

@@ -10,7 +10,11 @@ an epoch: its data iterator restarts at batch 0 (see the README).
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.compat import metric_results, per_replica_randomness
+from {{ cookiecutter.package_name }}.compat import (
+    clip_after_the_all_reduce,
+    metric_results,
+    per_replica_randomness,
+)
 from {{ cookiecutter.package_name }}.evaluation import make_metric
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model, per_example_loss
@@ -22,8 +26,11 @@ def build_compiled_model(strategy, config, statistics, learning_rate):
     with strategy.scope():
         model = build_model(statistics)
         per_replica_randomness(model)  # dropout masks of their own on each replica
+        optimizer = make_optimizer(config, learning_rate, model)
+        if config.clip_norm is not None:
+            clip_after_the_all_reduce(optimizer, config.clip_norm)
         model.compile(
-            optimizer=make_optimizer(config, learning_rate, model),
+            optimizer=optimizer,
             loss=per_example_loss,  # Keras averages it over the global batch
             metrics=[make_metric()],
         )
