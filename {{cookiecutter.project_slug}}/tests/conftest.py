@@ -48,6 +48,7 @@ from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split  #
 {%- else %}
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402
 {%- endif %}
+from {{ cookiecutter.package_name }}.training import train  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
@@ -127,6 +128,20 @@ def assert_mixed_precision(model, optimizer):
 def assert_same_weights(path_a, path_b, atol):
     for left, right in zip(load_weights(path_a), load_weights(path_b), strict=True):
         np.testing.assert_allclose(left, right, rtol=0, atol=atol)
+
+
+def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
+    """With --clip-norm far below the gradient's norm (every step clipped), 2
+    replicas train as one device does on the same global batch. Clipping each
+    replica's share of the gradient (an optimizer's clipnorm in Keras 3) would
+    move the weights up to twice as far."""
+    distributed = train(sgd_config("two", 64, clip_norm=0.01, **loop), two_replicas)
+    single = train(sgd_config("one", 128, clip_norm=0.01, **loop), one_device)
+    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
+    assert_same_weights(distributed["weights_path"], single["weights_path"], atol=1e-5)
+    unclipped = train(sgd_config("unclipped", 128, **loop), one_device)
+    with pytest.raises(AssertionError):  # the clipping did change the training
+        assert_same_weights(single["weights_path"], unclipped["weights_path"], atol=1e-3)
 
 
 @pytest.fixture

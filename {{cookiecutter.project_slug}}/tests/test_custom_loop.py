@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
+    assert_clipped_like_one_device,
     assert_in_sync,
     assert_mixed_precision,
     assert_same_weights,
@@ -17,7 +18,13 @@ from conftest import (
     sample_statistics,
 )
 {%- else %}
-from conftest import assert_in_sync, assert_same_weights, is_distributed, sample_statistics
+from conftest import (
+    assert_clipped_like_one_device,
+    assert_in_sync,
+    assert_same_weights,
+    is_distributed,
+    sample_statistics,
+)
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import TrainerError
@@ -65,17 +72,7 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
 
 
 def test_gradient_clipping_on_two_replicas_equals_one_device(two_replicas, one_device, sgd_config):
-    # A norm far below the gradient's: every step is clipped. Clipping each
-    # replica's share of the gradient (an optimizer's clipnorm in Keras 3) would
-    # move the weights up to twice as far as one device does.
-    clipped = dict(clip_norm=0.01, **LOOP)
-    distributed = train(sgd_config("two", 64, **clipped), two_replicas)
-    single = train(sgd_config("one", 128, **clipped), one_device)
-    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
-    assert_same_weights(distributed["weights_path"], single["weights_path"], atol=1e-5)
-    unclipped = train(sgd_config("unclipped", 128, **LOOP), one_device)
-    with pytest.raises(AssertionError):  # the clipping did change the training
-        assert_same_weights(single["weights_path"], unclipped["weights_path"], atol=1e-3)
+    assert_clipped_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 
 
 {%- if cookiecutter.task == "tabular" %}
