@@ -149,13 +149,18 @@ def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir
     """Configs for equivalence checks: plain SGD under the float32 policy (Adam
     hides loss-scaling errors; float16 rounds differently on N replicas). Few,
     gentle steps: a scaling error moves the weights by ~1e-2, while hundreds of
-    steps at a high rate can amplify float rounding past 1e-5."""
+    steps at a high rate can amplify float rounding past 1e-5. The rate is
+    constant, and scaled by the global batch as a run's is (from a reference of
+    128, the global batch of most of these tests)."""
 
     def make(name, per_replica_batch_size, **overrides):
         values = dict(
             epochs=2,
             optimizer="sgd",
             momentum=0.0,
+            reference_batch_size=128,
+            warmup_steps=0,
+            lr_schedule="constant",
 {%- if cookiecutter.task == "image" %}
             # Batch normalization amplifies float rounding step after step: a gentle
             # rate and 2 steps per epoch keep N replicas within 1e-5 of one device.
