@@ -61,6 +61,9 @@ def train_flags(model_dir, loop, *extra):
         "--learning-rate", "0.05",
 {%- endif %}
         "--per-replica-batch-size", "64",
+        # conftest.sgd_config's recipe: plain SGD at a constant rate for 128.
+        "--momentum", "0", "--reference-batch-size", "128",
+        "--warmup-steps", "0", "--lr-schedule", "constant",
 {%- if cookiecutter.mixed_precision != "no" %}
         "--no-mixed-precision",
 {%- endif %}

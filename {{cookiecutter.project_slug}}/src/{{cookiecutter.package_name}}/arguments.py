@@ -28,6 +28,16 @@ def positive_int(text):
     return value
 
 
+def fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to below 1")
+    return value
+
+
 def positive_float(text):
     try:
         value = float(text)

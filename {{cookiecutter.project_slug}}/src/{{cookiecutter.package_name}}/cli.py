@@ -20,10 +20,17 @@ from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_
 from {{ cookiecutter.package_name }}.arguments import (
     ArgumentParser,
     add_subcommand,
+    fraction,
     positive_float,
     positive_int,
 )
-from {{ cookiecutter.package_name }}.config import POSITIVE_FIELDS, TrainConfig, load_config, value_type
+from {{ cookiecutter.package_name }}.config import (
+    FRACTION_FIELDS,
+    POSITIVE_FIELDS,
+    TrainConfig,
+    load_config,
+    value_type,
+)
 
 PROG = "{{ cookiecutter.project_slug }}"
 # What TensorFlow's C++ side prints while it loads and looks for GPUs, before its
@@ -64,6 +71,8 @@ def flag_options(field):
         return {"choices": field.metadata["choices"], "help": text}
     if field.name in POSITIVE_FIELDS:
         return {"type": positive_int, "help": text}
+    if field.name in FRACTION_FIELDS:
+        return {"type": fraction, "help": text}
     return {"type": positive_float if kind is float else kind, "help": text}
 
 

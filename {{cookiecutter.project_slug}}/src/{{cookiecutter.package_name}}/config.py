@@ -169,7 +169,7 @@ class TrainConfig:
                 " with mixed_precision=bfloat16 (no loss scaling)"
             )
 {%- endif %}
-        for name in ("momentum", "weight_decay"):
+        for name in FRACTION_FIELDS:
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(
                     f"{name}={getattr(self, name)} is out of range - use a value from 0 to"
@@ -189,6 +189,8 @@ class TrainConfig:
 MAX_SEED = 2**31 - 3
 # How each type is written in the config file, for the wrong-type message.
 TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}
+# Settings from 0 to below 1.
+FRACTION_FIELDS = ("momentum", "weight_decay")
 POSITIVE_FIELDS = (
     "epochs",
     "steps_per_epoch",
