@@ -2,6 +2,7 @@
 value types every command uses."""
 
 import argparse
+import math
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -28,21 +29,21 @@ def positive_int(text):
     return value
 
 
-def fraction(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to below 1")
-    return value
+def number_where(is_valid, description):
+    """An argparse type: a number for which `is_valid` holds, or one line
+    saying that the text is not `description`."""
+
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan  # fails every comparison
+        if not is_valid(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {description}")
+        return value
+
+    return parse
 
 
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
+fraction = number_where(lambda value: 0 <= value < 1, "a number from 0 to below 1")
+positive_float = number_where(lambda value: value > 0, "a positive number")
