@@ -69,6 +69,7 @@ def test_unknown_key_is_refused(tmp_path):
         ("momentum = 1.0", r"momentum=1.0 is out of range - use a value from 0 to below 1"),
         ('lr_schedule = "linear"', r"lr_schedule='linear' is not supported - use one of: cosine"),
         ("clip_norm = 0.0", r"clip_norm=0.0 must be positive - use a value such as 1.0"),
+        ('profile_steps = "9:3"', r"profile_steps='9:3' is not A:B with 1 <= A <= B - e.g."),
 {%- if cookiecutter.mixed_precision == "float16" %}
         ("clip_norm = 1.0", r"clip_norm with mixed_float16 is not supported: .* --no-mixed"),
 {%- endif %}

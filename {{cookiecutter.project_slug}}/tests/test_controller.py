@@ -7,10 +7,12 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
 from conftest import sample_statistics
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from {{ cookiecutter.package_name }} import controller, data, watchdog
 from {{ cookiecutter.package_name }}.compat import keras
@@ -99,6 +101,40 @@ def run(one_device, sgd_config, caplog):
         return outcome, engine, caplog.messages
 
     return start
+
+
+def profiled_calls(log_dir):
+    """The first step of each call named "train" in the TensorBoard profile
+    under `log_dir` (TensorFlow's XSpace format)."""
+    (path,) = (Path(log_dir) / "plugins" / "profile").glob("*/*.xplane.pb")
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    steps = []
+    for plane in space.planes:
+        names = {key: value.name for key, value in plane.event_metadata.items()}
+        stats = {key: value.name for key, value in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if names.get(event.metadata_id) == "train":
+                    values = {stats[stat.metadata_id]: stat.int64_value for stat in event.stats}
+                    steps.append(values["step_num"])
+    return sorted(steps)
+
+
+def test_profile_steps_writes_a_profile_of_the_calls_that_run_them(
+    one_device, sgd_config, tmp_path
+):
+    # Calls of 2 steps (1-2, 3-4, ...): steps 5 to 8 are the calls from 5 and from 7.
+    config = sgd_config(
+        "profiled",
+        32,
+        epochs=EPOCHS,
+        steps_per_epoch=STEPS_PER_EPOCH,
+        checkpoint_every=CHECKPOINT_EVERY,
+        steps_per_call=2,
+        profile_steps="5:8",
+    )
+    stub_evaluated(config, one_device, plan_run(config, one_device), StubEngine(one_device)).run()
+    assert profiled_calls(tmp_path / "profiled" / "logs") == [5, 7]
 
 
 def saved_steps(messages):

@@ -76,6 +76,12 @@ class TrainConfig:
     summary_json: str | None = setting(
         None, "write the run's summary (one JSON object) here", commands=("train",)
     )
+    profile_steps: str | None = setting(
+        None,
+        "A:B: a TensorBoard profile of the calls that run global steps A to B (in"
+        " MODEL_DIR/logs, from the chief)",
+        commands=("train",),
+    )
     # Save every N global steps (and at every epoch end): at 0.1-0.3 s per step
     # on a GPU, 1000 steps is a checkpoint every 2-5 minutes.
     checkpoint_every: int = setting(
@@ -156,6 +162,11 @@ class TrainConfig:
             raise ConfigError(
                 f"warmup_steps={self.warmup_steps} must not be negative - use 0 for no warmup"
             )
+        if self.profile_steps is not None and profile_window(self.profile_steps) is None:
+            raise ConfigError(
+                f"profile_steps={self.profile_steps!r} is not A:B with 1 <= A <= B - e.g."
+                " 100:110 profiles global steps 100 to 110"
+            )
         if self.clip_norm is not None and not self.clip_norm > 0:
             raise ConfigError(
                 f"clip_norm={self.clip_norm} must be positive - use a value such as 1.0, or"
@@ -203,6 +214,14 @@ POSITIVE_FIELDS = (
     "cpu_replicas",
 {%- endif %}
 )
+
+
+def profile_window(text):
+    """'A:B' -> (A, B) with 1 <= A <= B; None for any other text."""
+    first, _, last = text.partition(":")
+    if not (first.isdigit() and last.isdigit() and 1 <= int(first) <= int(last)):
+        return None
+    return int(first), int(last)
 
 
 def value_type(field):

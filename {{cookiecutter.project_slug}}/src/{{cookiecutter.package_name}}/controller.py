@@ -14,6 +14,7 @@ An engine provides:
     train(iterator, k) -> (mean loss, mean metric) of the next k steps
 """
 
+import contextlib
 import json
 import logging
 import math
@@ -64,6 +65,7 @@ class Controller:
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
     summary_writer  where the TensorBoard scalars go
     watchdog        stops the run, exit 143, when a piece of work stalls (watchdog.py)
+    profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
     """
 
@@ -80,6 +82,7 @@ class Controller:
         learning_rate,
         summary_writer,
         watchdog,
+        profile,
         model_dir,
         write_dir,
     ):
@@ -92,6 +95,7 @@ class Controller:
         self.evaluate = evaluate
         self.training_input = training_input
         self.learning_rate = learning_rate
+        self.profile = profile
         self.summary_writer = summary_writer
         self.watchdog = watchdog
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
@@ -125,6 +129,7 @@ class Controller:
                     self.train_epoch(iterator, preemption)
             return self.finish(resumed_from)
         finally:
+            self.profile.stop()
             self.watchdog.stop()
             # A worker's scratch copies are never read: gone however the run ends.
             remove_worker_dir(self.write_dir, self.model_dir)
@@ -138,7 +143,10 @@ class Controller:
             started = time.perf_counter()
             running = f"running epoch {epoch + 1} steps {step + 1}-{step + count}"
             try:
-                with self.watchdog.watching("training call", running, A_PEER_OR_INPUT):
+                with (
+                    self.watchdog.watching("training call", running, A_PEER_OR_INPUT),
+                    self.profile.call(self.global_step, count),
+                ):
                     loss, metric = self.engine.train(iterator, tf.constant(count))
                     loss = float(loss)  # the host waits here, once per call
             except tf.errors.OpError as err:
@@ -308,6 +316,40 @@ class Throughput:
         if not seconds:
             return None
         return self.global_batch_size * sum(steps for steps, _ in calls) / seconds
+
+
+class Profile:
+    """--profile-steps A:B: a TensorBoard profile (LOG_DIR/plugins/profile) of
+    the engine calls that run global steps A to B, each call named "train" with
+    its first step's number. Whole calls: --steps-per-call 1 profiles exactly
+    A to B."""
+
+    def __init__(self, window, log_dir):
+        self.first, self.last = window or (0, -1)
+        self.log_dir = log_dir
+        self.running = False
+
+    @contextlib.contextmanager
+    def call(self, global_step, count):
+        """Around the call that runs global steps global_step + 1 to global_step + count."""
+        if not (self.first <= global_step + count and global_step + 1 <= self.last):
+            yield
+            return
+        if not self.running:
+            tf.profiler.experimental.start(self.log_dir)
+            self.running = True
+        with tf.profiler.experimental.Trace("train", step_num=global_step + 1, _r=1):
+            yield
+        if global_step + count >= self.last:
+            self.stop()
+
+    def stop(self):
+        if self.running:
+            tf.profiler.experimental.stop()
+            self.running = False
+            log.info(
+                "profile of steps %d-%d in %s/plugins/profile", self.first, self.last, self.log_dir
+            )
 
 
 class Interval:

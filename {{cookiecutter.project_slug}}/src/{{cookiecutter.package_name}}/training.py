@@ -16,7 +16,8 @@ from {{ cookiecutter.package_name }}.checkpointing import (
     worker_dir,
 )
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Controller
+from {{ cookiecutter.package_name }}.config import profile_window
+from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Controller, Profile
 from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
@@ -88,6 +89,7 @@ def learning_rate_for(config, plan):
 def build_controller(config, strategy, plan, engine, model_dir):
     """The controller of a run of `engine`, handed everything else it uses."""
     write_dir = worker_dir(model_dir, strategy)
+    window = profile_window(config.profile_steps) if config.profile_steps else None
     progress = Progress(
         strategy,
         {
@@ -111,6 +113,8 @@ def build_controller(config, strategy, plan, engine, model_dir):
         learning_rate=learning_rate_for(config, plan),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
         watchdog=Watchdog(config.stall_timeout, PREEMPTED_EXIT_STATUS),
+        # Profiled on the chief: every worker runs the same steps.
+        profile=Profile(window if is_chief(strategy) else None, os.path.join(write_dir, "logs")),
         model_dir=model_dir,
         write_dir=write_dir,
     )
