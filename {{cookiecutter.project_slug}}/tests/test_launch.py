@@ -355,33 +355,36 @@ def test_a_stopped_worker_makes_the_others_exit_143_within_the_bound(tmp_path{% 
     assert re.search(f"{lost}|{stalled}", output, re.MULTILINE), output[-3000:]
 
 
-def interrupted_run(model_dir, data):
-    """The run a kill and a SIGTERM interrupt below: 3 epochs of 24 steps, a
-    checkpoint every 5, a step a call (a SIGTERM saves after the next step)."""
-    command = ["train", "--epochs", "3", "--steps-per-epoch", "24", "--steps-per-call", "1"]
-    return [*command, "--checkpoint-every", "5", *data, *train_flags(model_dir, LOOPS[-1])]
+@pytest.fixture(scope="module")
+def interrupted_run({% if cookiecutter.data_source == "tfrecord" %}data_dir{% endif %}):
+    """model_dir -> the command of the run a kill and a SIGTERM interrupt below: 3
+    epochs of 24 steps, a checkpoint every 5, a step a call (a SIGTERM saves
+    after the next step)."""
+    # fmt: off
+    command = [
+        "train", "--epochs", "3", "--steps-per-epoch", "24", "--steps-per-call", "1",
+        "--checkpoint-every", "5",
+{%- if cookiecutter.data_source == "tfrecord" %}
+        "--data-dir", str(data_dir),
+{%- endif %}
+    ]
+    # fmt: on
+    return lambda model_dir: [*command, *train_flags(model_dir, LOOPS[-1])]
 
 
 @pytest.fixture(scope="module")
-def uninterrupted_fingerprint(tmp_path_factory{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+def uninterrupted_fingerprint(tmp_path_factory, interrupted_run):
     """The fingerprint of that run's final weights, uninterrupted."""
     model_dir = tmp_path_factory.mktemp("uninterrupted")
-    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
-    return one_fingerprint(launched(run_cli, *interrupted_run(model_dir, data)), model_dir)
+    return one_fingerprint(launched(run_cli, *interrupted_run(model_dir)), model_dir)
 
 
 @pytest.mark.processes
 def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(
-    cli,
-    tmp_path,
-    uninterrupted_fingerprint,
-{%- if cookiecutter.data_source == "tfrecord" %}
-    data_dir,
-{%- endif %}
+    cli, tmp_path, interrupted_run, uninterrupted_fingerprint
 ):
-    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     relaunched_dir = tmp_path / "killed"
-    killed = start_launcher(*interrupted_run(relaunched_dir, data))
+    killed = start_launcher(*interrupted_run(relaunched_dir))
     try:
         # Inside epoch 2, after its first checkpoint (global step 25): the
         # checkpoints after epoch 1's end are mid-epoch.
@@ -395,7 +398,7 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(
         stop_launcher(killed)
     killed_scratch = Path(SCRATCH.search((relaunched_dir / "worker-1.log").read_text())[1])
     assert killed_scratch.exists()  # SIGKILL left worker 1's copies behind
-    relaunched = launched(cli, *interrupted_run(relaunched_dir, data))
+    relaunched = launched(cli, *interrupted_run(relaunched_dir))
     assert not killed_scratch.exists()  # the relaunched worker 1 removed them
     resumed = [
         re.findall(r"^resumed from epoch (\d+) step (\d+)$", text, re.MULTILINE)
@@ -408,16 +411,10 @@ def test_two_workers_killed_mid_epoch_and_relaunched_resume_exactly(
 
 @pytest.mark.processes
 def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resumes(
-    cli,
-    tmp_path,
-    uninterrupted_fingerprint,
-{%- if cookiecutter.data_source == "tfrecord" %}
-    data_dir,
-{%- endif %}
+    cli, tmp_path, interrupted_run, uninterrupted_fingerprint
 ):
-    data = [{% if cookiecutter.data_source == "tfrecord" %}"--data-dir", str(data_dir){% endif %}]
     preempted_dir = tmp_path / "preempted"
-    preempted = start_launcher(*interrupted_run(preempted_dir, data))
+    preempted = start_launcher(*interrupted_run(preempted_dir))
     try:
         pids = wait_for(preempted, "[worker 0] epoch 1/3")
         subprocess.run(["kill", "-TERM", str(pids[1])], check=True)  # worker 1 only
@@ -431,7 +428,7 @@ def test_sigterm_to_one_worker_saves_the_same_step_on_both_and_the_relaunch_resu
         for text in worker_logs(output, preempted_dir).values()
     ]
     assert saved[0] and saved == [saved[0]] * WORKERS, f"the workers saved: {saved}"
-    relaunched = launched(cli, *interrupted_run(preempted_dir, data))
+    relaunched = launched(cli, *interrupted_run(preempted_dir))
     position = saved[0][0].replace("saved ", "resumed from ")
     logs = worker_logs(relaunched, preempted_dir)
     assert [text.count(f"{position}\n") for text in logs.values()] == [1] * WORKERS
