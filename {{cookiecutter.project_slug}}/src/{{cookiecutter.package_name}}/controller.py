@@ -109,6 +109,15 @@ class Controller:
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
         self.watchdog.start()
+        log.info(
+            "learning rate: %.4g (%s, for global batch %d from %g at %d), %s",
+            self.learning_rate.peak,
+            self.config.learning_rate_scaling,
+            self.plan.global_batch_size,
+            self.config.learning_rate,
+            self.config.reference_batch_size,
+            self.learning_rate.describe(),
+        )
         try:
             with self.watchdog.watching("restore", "restoring the checkpoint", A_PEER_OR_STORAGE):
                 resumed_from = self.checkpoints.restore()

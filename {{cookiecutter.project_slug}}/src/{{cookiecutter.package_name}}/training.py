@@ -130,16 +130,6 @@ def train(config, strategy):
         plan.steps_per_epoch,
         config.checkpoint_every,
     )
-    schedule = learning_rate_for(config, plan)
-    log.info(
-        "learning rate: %.4g (%s, for global batch %d from %g at %d), %s",
-        schedule.peak,
-        config.learning_rate_scaling,
-        plan.global_batch_size,
-        config.learning_rate,
-        config.reference_batch_size,
-        schedule.describe(),
-    )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
     learned = statistics.for_run(config.model_dir, plan.train)
     # The model directory after the engine: a model the engine refuses leaves none.
