@@ -334,14 +334,14 @@ class Profile:
     A to B."""
 
     def __init__(self, window, log_dir):
-        self.first, self.last = window or (0, -1)
+        self.window = window  # (A, B), or None: no profile
         self.log_dir = log_dir
         self.running = False
 
     @contextlib.contextmanager
     def call(self, global_step, count):
         """Around the call that runs global steps global_step + 1 to global_step + count."""
-        if not (self.first <= global_step + count and global_step + 1 <= self.last):
+        if self.window is None or not self.covers(global_step, count):
             yield
             return
         if not self.running:
@@ -349,16 +349,19 @@ class Profile:
             self.running = True
         with tf.profiler.experimental.Trace("train", step_num=global_step + 1, _r=1):
             yield
-        if global_step + count >= self.last:
+        if global_step + count >= self.window[1]:
             self.stop()
+
+    def covers(self, global_step, count):
+        """Whether steps global_step + 1 .. global_step + count meet the window."""
+        first, last = self.window
+        return first <= global_step + count and global_step + 1 <= last
 
     def stop(self):
         if self.running:
             tf.profiler.experimental.stop()
             self.running = False
-            log.info(
-                "profile of steps %d-%d in %s/plugins/profile", self.first, self.last, self.log_dir
-            )
+            log.info("profile of steps %d-%d in %s/plugins/profile", *self.window, self.log_dir)
 
 
 class Interval:
