@@ -330,6 +330,7 @@ ALWAYS_FILES = (
     "src/PKG/task.py",
     "src/PKG/statistics.py",
     "src/PKG/optimizer.py",
+    "src/PKG/accumulation.py",
     "src/PKG/checkpointing.py",
     "src/PKG/evaluation.py",
     "src/PKG/watchdog.py",

@@ -90,7 +90,6 @@ FRAMEWORK_CASES = (
     "test_fit.py::test_several_steps_per_call_equal_one_step_per_call",
     "test_custom_loop.py::test_several_steps_per_call_equal_one_step_per_call",
     "test_fit.py::test_gradient_clipping_on_two_replicas_equals_one_device",
-    "test_fit.py::test_upstream_keras3_optimizer_still_clips_each_replica",
     "test_custom_loop.py::test_gradient_clipping_on_two_replicas_equals_one_device",
     "test_resume.py::test_an_unreadable_newest_checkpoint_resumes_exactly_from_the_previous_one[fit]",
     "test_doctor.py::test_a_model_with_dropout_passes_sync",

@@ -7,8 +7,6 @@ def build_engine(config, strategy, plan, statistics):
     learning_rate = learning_rate_for(config, plan)
     if config.loop == "fit":
         model = build_compiled_model(strategy, config, statistics, learning_rate)
-        return FitEngine(strategy, model)
+        return FitEngine(strategy, model, plan.accumulate_steps)
     state = build_training_state(strategy, config, statistics, learning_rate)
-    return CustomEngine(
-        strategy, state, plan.global_batch_size, config.jit_compile, config.clip_norm
-    )
+    return CustomEngine(strategy, state, plan, config)

@@ -5,6 +5,4 @@ def build_engine(config, strategy, plan, statistics):
     scope, its model built with the training data's `statistics`: the one place
     an engine is built (train, doctor, gpu-smoke and the benchmarks all call it)."""
     state = build_training_state(strategy, config, statistics, learning_rate_for(config, plan))
-    return CustomEngine(
-        strategy, state, plan.global_batch_size, config.jit_compile, config.clip_norm
-    )
+    return CustomEngine(strategy, state, plan, config)

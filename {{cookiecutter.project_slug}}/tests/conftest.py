@@ -33,7 +33,9 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
+{% if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }} import task  # noqa: E402
+{%- endif %}
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import ArraySource  # noqa: E402
@@ -142,6 +144,34 @@ def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
     unclipped = train(sgd_config("unclipped", 128, **loop), one_device)
     with pytest.raises(AssertionError):  # the clipping did change the training
         assert_same_weights(single["weights_path"], unclipped["weights_path"], atol=1e-3)
+
+
+@pytest.fixture
+def without_batch_norm({% if cookiecutter.task == "image" %}monkeypatch{% endif %}):
+    """The sample model without batch normalization, which normalizes each
+    micro-batch of an accumulated update, not the update's global batch (see the
+    README): the model gradient accumulation is compared with one device on."""
+{%- if cookiecutter.task == "image" %}
+    monkeypatch.setattr(task, "batch_norm", lambda: keras.layers.Activation("linear"))
+{%- endif %}
+    layers = build_model(sample_statistics())._flatten_layers()
+    assert not any(isinstance(layer, keras.layers.BatchNormalization) for layer in layers)
+
+
+def assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, loop):
+    """--accumulate-steps 2 on 2 replicas of 32 trains as one device on 128: the
+    same global batch, rate, steps, losses and weights. Scaling a micro-batch's
+    loss by its own global batch (64) would double each update, and updating
+    after each micro-batch would take twice the steps."""
+    accumulated = train(sgd_config("accumulated", 32, accumulate_steps=2, **loop), two_replicas)
+    single = train(sgd_config("one", 128, **loop), one_device)
+    assert accumulated["accumulate_steps"] == 2
+    assert accumulated["global_batch_size"] == single["global_batch_size"] == 128
+    assert accumulated["global_step"] == single["global_step"]
+    assert accumulated["peak_learning_rate"] == single["peak_learning_rate"]
+    np.testing.assert_allclose(accumulated["losses"], single["losses"], rtol=0, atol=1e-5)
+    assert_same_weights(accumulated["weights_path"], single["weights_path"], atol=1e-5)
+    assert abs(accumulated["eval_loss"] - single["eval_loss"]) < 1e-5
 
 
 @pytest.fixture

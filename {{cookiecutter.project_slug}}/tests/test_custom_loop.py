@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
+    assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
     assert_mixed_precision,
@@ -19,6 +20,7 @@ from conftest import (
 )
 {%- else %}
 from conftest import (
+    assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
     assert_same_weights,
@@ -73,6 +75,12 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
 
 def test_gradient_clipping_on_two_replicas_equals_one_device(two_replicas, one_device, sgd_config):
     assert_clipped_like_one_device(two_replicas, one_device, sgd_config, LOOP)
+
+
+def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
+    two_replicas, one_device, sgd_config, without_batch_norm
+):
+    assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 
 
 {%- if cookiecutter.task == "tabular" %}

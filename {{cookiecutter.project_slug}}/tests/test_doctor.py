@@ -329,10 +329,12 @@ def undistributed_batches(strategy, plan, seed):
     return iter(worker_batches(probe.on_one_device(plan), seed, epoch=0, first_step=0))
 
 
-def replica_loss_averaged_over_the_local_batch(model, labels, logits, global_batch_size):
+def replica_loss_averaged_over_the_local_batch(
+    model, labels, logits, global_batch_size, accumulate_steps
+):
     loss = tf.reduce_mean(per_example_loss(labels, logits))
     if model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses)) / accumulate_steps
     return loss
 
 

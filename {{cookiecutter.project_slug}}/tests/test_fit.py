@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
+    assert_accumulated_like_one_device,
 {%- if cookiecutter.keras_package == "tf_keras" %}
     assert_clipped_like_one_device,
 {%- endif %}
@@ -18,6 +19,7 @@ from conftest import (
 )
 {%- else %}
 from conftest import (
+    assert_accumulated_like_one_device,
 {%- if cookiecutter.keras_package == "tf_keras" %}
     assert_clipped_like_one_device,
 {%- endif %}
@@ -101,6 +103,12 @@ def test_upstream_keras3_optimizer_still_clips_each_replica(
 def test_gradient_clipping_on_two_replicas_equals_one_device(two_replicas, one_device, sgd_config):
     assert_clipped_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 {%- endif %}
+
+
+def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
+    two_replicas, one_device, sgd_config, without_batch_norm
+):
+    assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 
 
 def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config):

@@ -90,7 +90,8 @@ def test_a_url_model_dir_is_prepared_through_tensorflow_and_a_local_one_resolved
         (
             ["--per-replica-batch-size", "65536"],
             "error: the training data has {examples} examples, fewer than one global batch of"
-            " {batch} - use more data or a smaller --per-replica-batch-size",
+            " {batch} - use more data, or a smaller --per-replica-batch-size or"
+            " --accumulate-steps",
         ),
     ],
     ids=["model-dir-not-writable", "batch-larger-than-data"],

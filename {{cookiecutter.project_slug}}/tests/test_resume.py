@@ -1,6 +1,7 @@
 """Nothing lost on a crash: a run killed with SIGKILL at any moment, even in the
 middle of an epoch, and restarted with the same command ends where an
-uninterrupted run ends; SIGTERM saves and exits with 143; a NaN loss stops
+uninterrupted run ends (with gradient accumulation on: a checkpoint falls
+between two updates); SIGTERM saves and exits with 143; a NaN loss stops
 training without touching the last good checkpoint; an unreadable newest
 checkpoint falls back to the one before it."""
 
@@ -45,6 +46,8 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
         "--epochs", "4", "--steps-per-epoch", "12", "--seed", "7",
         "--steps-per-call", "2", "--checkpoint-every", str(CHECKPOINT_EVERY),
         "--warmup-steps", str(WARMUP_STEPS),
+        # A step is an update of 2 micro-batches: saves fall between updates.
+        "--per-replica-batch-size", "32", "--accumulate-steps", "2",
         "--model-dir", str(model_dir), "--summary-json", str(model_dir / "summary.json"),
 {%- if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),

@@ -55,6 +55,14 @@ def test_describe_names_replicas_and_batches(two_replicas):
     assert "replicas: 2" in lines
     assert "per-replica batch: 16" in lines
     assert "global batch: 32" in lines
+    assert not any(line.startswith("gradient accumulation") for line in lines)
+
+
+def test_describe_counts_accumulated_micro_batches_in_the_global_batch(two_replicas):
+    lines = describe(two_replicas, 16, accumulate_steps=3)
+    assert "per-replica batch: 16" in lines
+    assert "gradient accumulation: 3 micro-batches per update" in lines
+    assert "global batch: 96" in lines
 {%- if cookiecutter.keras_package == "keras3" %}
 
 

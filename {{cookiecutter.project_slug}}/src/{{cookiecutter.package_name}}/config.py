@@ -44,6 +44,11 @@ class TrainConfig:
     per_replica_batch_size: int = setting(
         {{ cookiecutter.per_replica_batch_size | int }}, "batch per replica; the global batch is this times the replicas"
     )
+    accumulate_steps: int = setting(
+        1,
+        "micro-batches of --per-replica-batch-size per optimizer update: the global batch"
+        " is this times the per-replica batch times the replicas",
+    )
     # The rate for a reference global batch, scaled to the run's (optimizer.py).
     learning_rate: float = setting(
         0.01, "the peak learning rate for a global batch of --reference-batch-size"
@@ -206,6 +211,7 @@ POSITIVE_FIELDS = (
     "epochs",
     "steps_per_epoch",
     "per_replica_batch_size",
+    "accumulate_steps",
     "reference_batch_size",
     "checkpoint_every",
     "steps_per_call",

@@ -271,6 +271,7 @@ class Controller:
             "loop": self.engine.name,
             "keras_package": KERAS_PACKAGE,
             "per_replica_batch_size": self.plan.per_replica_batch_size,
+            "accumulate_steps": self.plan.accumulate_steps,
             "global_batch_size": self.plan.global_batch_size,
             "epochs": self.config.epochs,
             "steps_per_epoch": self.plan.steps_per_epoch,

@@ -136,7 +136,8 @@ def plan_shards(counts, num_workers, global_batch_size):
     if steps == 0:
         raise DataError(
             f"the training data has {total} examples, fewer than one global batch of"
-            f" {global_batch_size} - use more data or a smaller --per-replica-batch-size"
+            f" {global_batch_size} - use more data, or a smaller --per-replica-batch-size"
+            " or --accumulate-steps"
         )
     if num_workers > 1 and len(counts) >= num_workers:
         assignment = balanced_assignment(counts, num_workers)
@@ -196,21 +197,39 @@ class RunPlan:
     """What the data looks like for this strategy, checked before training. The
     batch sizes are decided here, once: every pipeline and engine reads them."""
 
-    per_replica_batch_size: int
+    per_replica_batch_size: int  # a replica's forward pass (a micro-batch)
     replicas: int  # in sync, over all workers
-    global_batch_size: int  # per_replica_batch_size x replicas
-    steps_per_epoch: int
+    accumulate_steps: int  # micro-batches per optimizer update
+    global_batch_size: int  # one update: per_replica_batch_size x replicas x accumulate_steps
+    steps_per_epoch: int  # optimizer updates
     shards: ShardPlan
     train: Source
     evaluation: Source
     evaluation_policy: tf.data.experimental.AutoShardPolicy
 
+    @property
+    def replica_batch_size(self):
+        """A replica's examples for one step (one update)."""
+        return self.per_replica_batch_size * self.accumulate_steps
+
+    @property
+    def evaluation_batch_size(self):
+        """Evaluation's global batch: one micro-batch per replica (no gradients
+        to accumulate)."""
+        return self.per_replica_batch_size * self.replicas
+
 
 def make_plan(
-    train, evaluation, per_replica_batch_size, replicas=1, num_workers=1, steps_per_epoch=None
+    train,
+    evaluation,
+    per_replica_batch_size,
+    replicas=1,
+    num_workers=1,
+    steps_per_epoch=None,
+    accumulate_steps=1,
 ):
     """Check the sizes and plan the sharding; steps_per_epoch None: one pass."""
-    global_batch_size = per_replica_batch_size * replicas
+    global_batch_size = per_replica_batch_size * replicas * accumulate_steps
     if sum(evaluation.counts) == 0:
         raise DataError("the evaluation data is empty - give it at least one example")
     shards = plan_shards(train.counts, num_workers, global_batch_size)
@@ -225,6 +244,7 @@ def make_plan(
     return RunPlan(
         per_replica_batch_size=per_replica_batch_size,
         replicas=replicas,
+        accumulate_steps=accumulate_steps,
         global_batch_size=global_batch_size,
         steps_per_epoch=steps_per_epoch or shards.steps_per_pass,
         shards=shards,
@@ -258,7 +278,7 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1):
         records = plan.train.records(files, seed=seed + index)
         if shards.policy == DATA:
             records = records.shard(num_workers, worker)
-        batches = batch_records(records.enumerate(), plan.per_replica_batch_size).map(
+        batches = batch_records(records.enumerate(), plan.replica_batch_size).map(
             lambda positions, batch: (
                 example_keys(seed + index, positions, worker, num_workers),
                 batch,
@@ -317,7 +337,7 @@ def evaluation_batches(plan, worker=0):
     """
     num_workers = plan.shards.num_workers
     per_replica_batch_size = plan.per_replica_batch_size
-    worker_batch = plan.global_batch_size // num_workers
+    worker_batch = plan.evaluation_batch_size // num_workers
     source = plan.evaluation
     if plan.evaluation_policy == FILE:
         records = source.records(tuple(range(worker, len(source.counts), num_workers)))
@@ -325,7 +345,7 @@ def evaluation_batches(plan, worker=0):
     else:
         records = source.records(tuple(range(len(source.counts))))
         start = worker * worker_batch
-        shares = records.batch(plan.global_batch_size).map(
+        shares = records.batch(plan.evaluation_batch_size).map(
             lambda batch: batch[start : start + worker_batch]
         )
     replicas = plan.replicas // num_workers

@@ -132,7 +132,7 @@ def check_training_step(report, strategy, config, plan, loop=None):
 
 def check_dataset(config, strategy):
     plan = plan_run(config, strategy)  # the counts: at least one global batch per pass
-    per_replica = plan.per_replica_batch_size
+    per_replica = plan.replica_batch_size
     batches = worker_batches(plan, config.seed, 0, 0)
     batch_dimension = tf.nest.flatten(batches.element_spec)[0].shape[0]
     if batch_dimension != per_replica:
@@ -188,7 +188,7 @@ def input_examples_per_second(strategy, config, plan):
     started = time.perf_counter()
     for _ in range(batches - 1):
         next(iterator)
-    return (batches - 1) * plan.per_replica_batch_size / (time.perf_counter() - started)
+    return (batches - 1) * plan.replica_batch_size / (time.perf_counter() - started)
 
 
 def step_examples_per_second(strategy, config, plan):
@@ -227,12 +227,17 @@ def check_variables(run):
 
 
 def check_batch_split(run, plan):
-    expected = plan.per_replica_batch_size
+    expected = plan.replica_batch_size
     seen = sorted(run.batch_sizes)
     if seen == [expected]:
+        micro_batches = (
+            f", {plan.accumulate_steps} micro-batches of {plan.per_replica_batch_size}"
+            if plan.accumulate_steps > 1
+            else ""
+        )
         return (
             f"each replica's step sees {expected} examples (global batch"
-            f" {plan.global_batch_size} / {plan.replicas} replicas)",
+            f" {plan.global_batch_size} / {plan.replicas} replicas{micro_batches})",
             True,
         )
     if plan.replicas > 1 and seen == [plan.global_batch_size]:

@@ -2,7 +2,7 @@
 
 The loss of each replica is scaled by the GLOBAL batch size and the replicas'
 losses are summed, so N replicas compute exactly what one device would on the
-same global batch.
+same global batch (with --accumulate-steps, on the update's global batch).
 """
 
 import dataclasses
@@ -11,6 +11,7 @@ import logging
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.accumulation import accumulate
 {%- if cookiecutter.mixed_precision == "float16" %}
 from {{ cookiecutter.package_name }}.compat import (
     apply_summed_gradients,
@@ -59,22 +60,28 @@ def build_training_state(strategy, config, statistics, learning_rate):
     return TrainingState(model, optimizer, metric)
 
 
-def replica_loss(model, labels, logits, global_batch_size):
-    """This replica's share of the global-batch loss: summed over replicas it is
-    the mean loss over the global batch, plus the regularization once."""
+def replica_loss(model, labels, logits, global_batch_size, accumulate_steps=1):
+    """This replica's share of the global-batch loss: summed over replicas (and
+    over an update's `accumulate_steps` micro-batches) it is the mean loss over
+    the global batch, plus the regularization once."""
     loss = tf.nn.compute_average_loss(
         per_example_loss(labels, logits), global_batch_size=global_batch_size
     )
     if model.losses:
-        loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        regularization = tf.nn.scale_regularization_loss(tf.add_n(model.losses))
+        loss += regularization / accumulate_steps
     return loss
 
 
-def make_train_function(strategy, state, global_batch_size, jit_compile=False, clip_norm=None):
+def make_train_function(
+    strategy, state, global_batch_size, jit_compile=False, clip_norm=None, accumulate_steps=1
+):
     """A tf.function running `num_steps` training steps; returns their mean loss
     and training metric. The metric is reset and read inside the function: eager
     reads of replicated variables cost more than a small model's step. With
-    `clip_norm`, the all-reduced gradient is clipped to that global norm."""
+    `clip_norm`, the all-reduced gradient is clipped to that global norm; with
+    `accumulate_steps` k, a step sums the gradients of k micro-batches
+    (accumulation.py) and updates once."""
     model, optimizer = state.model, state.optimizer
 {%- if cookiecutter.mixed_precision == "float16" %}
     loss_scaling = is_loss_scale_optimizer(optimizer)
@@ -84,7 +91,7 @@ def make_train_function(strategy, state, global_batch_size, jit_compile=False, c
         """This replica's loss, logits and gradients, not yet all-reduced."""
         with tf.GradientTape() as tape:
             logits = model(features, training=True)
-            loss = replica_loss(model, labels, logits, global_batch_size)
+            loss = replica_loss(model, labels, logits, global_batch_size, accumulate_steps)
 {%- if cookiecutter.mixed_precision == "float16" %}
             # float16 gradients underflow without loss scaling.
             scaled = scale_loss(optimizer, loss) if loss_scaling else loss
@@ -104,9 +111,14 @@ def make_train_function(strategy, state, global_batch_size, jit_compile=False, c
         replica_gradients = tf.function(replica_gradients, jit_compile=True)
         log.info("XLA: each replica's forward and backward pass is compiled")
 
-    def replica_step(features, labels):
+    def micro_step(batch):
+        features, labels = batch
         loss, logits, gradients = replica_gradients(features, labels)
         state.metric.update_state(labels, logits)
+        return loss, gradients
+
+    def replica_step(features, labels):
+        loss, gradients = accumulate(micro_step, (features, labels), accumulate_steps)
         variables = model.trainable_variables
         if clip_norm is None:
             # Inside the replica function: the optimizer all-reduces (SUMs) the
@@ -156,12 +168,19 @@ def check_compilable(model):
 class CustomEngine:
     name = "custom"
 
-    def __init__(self, strategy, state, global_batch_size, jit_compile=False, clip_norm=None):
+    def __init__(self, strategy, state, plan, config):
+        """Trains `state` on `plan`'s global batch, as `config` asks (XLA,
+        clipping, accumulation)."""
         self.model = state.model
         self.optimizer = state.optimizer
         self.metrics = [state.metric]
         self.train_steps = make_train_function(
-            strategy, state, global_batch_size, jit_compile, clip_norm
+            strategy,
+            state,
+            plan.global_batch_size,
+            config.jit_compile,
+            config.clip_norm,
+            plan.accumulate_steps,
         )
 
     def train(self, iterator, num_steps):

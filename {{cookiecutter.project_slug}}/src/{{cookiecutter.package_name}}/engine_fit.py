@@ -6,10 +6,21 @@ LossScaleOptimizer of compat.py under mixed_float16){% endif %}, and `model.trai
 runs that step under `strategy.run`, k steps per tf.function call, and the
 controller does the rest. `model.fit` itself cannot resume in the middle of
 an epoch: its data iterator restarts at batch 0 (see the README).
+
+With --accumulate-steps k, train_step runs on each of k micro-batches with the
+optimizer's update held back, and the mean of the gradients it computed is
+applied once (accumulation.py): an overridden train_step is accumulated too,
+as long as it updates through `self.optimizer` (apply_gradients or minimize).
 """
+
+import contextlib
+import functools
+import threading
+from unittest import mock
 
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }}.accumulation import accumulate
 from {{ cookiecutter.package_name }}.compat import (
     clip_after_the_all_reduce,
     metric_results,
@@ -40,20 +51,63 @@ def build_compiled_model(strategy, config, statistics, learning_rate):
     return model
 
 
-def make_train_function(strategy, model):
+class HeldBackUpdate:
+    """train_step's optimizer update, held back so that the engine can
+    accumulate: while `holding()` (around the trace of the step function),
+    apply_gradients records the gradients it is handed in place of the update.
+    Recorded per thread: MirroredStrategy traces each replica's step in a thread
+    of its own."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self.apply_gradients = optimizer.apply_gradients  # the update itself
+        self.handed = {}
+
+    def record(self, grads_and_vars, *args, **kwargs):
+        self.handed[threading.get_ident()] = {id(var): grad for grad, var in grads_and_vars}
+
+    def holding(self):
+        return mock.patch.object(self.optimizer, "apply_gradients", self.record)
+
+    def gradients(self, model, data):
+        """(0, the gradients of model.trainable_variables that
+        model.train_step(data) hands the optimizer); its metrics are updated."""
+        model.train_step(data)
+        handed = self.handed.pop(threading.get_ident())
+        return tf.constant(0.0), [handed.get(id(var)) for var in model.trainable_variables]
+
+
+def accumulated_train_step(model, held_back, accumulate_steps, data):
+    """One update from train_step on `accumulate_steps` micro-batches of `data`:
+    each micro-batch's loss is its mean, so the update is the gradients' mean."""
+    micro_step = functools.partial(held_back.gradients, model)
+    _, gradients = accumulate(micro_step, data, accumulate_steps)
+    mean = [None if gradient is None else gradient / accumulate_steps for gradient in gradients]
+    held_back.apply_gradients(zip(mean, model.trainable_variables, strict=True))
+
+
+def make_train_function(strategy, model, accumulate_steps=1):
     """A tf.function running `num_steps` of the model's own train_step on the
-    replicas; returns their mean loss and training metric, which accumulate in
-    the model's metrics. They are read and reset inside the function (eager
+    replicas (accumulated over `accumulate_steps` micro-batches); returns their
+    mean loss and training metric, which accumulate in the model's metrics.
+    They are read and reset inside the function (eager
     reads of replicated variables cost more than a small model's step), after
     the steps: compile() builds its metrics in the first train_step, so a reset
     traced before it would miss them."""
+    if accumulate_steps == 1:
+        step, holding = model.train_step, contextlib.nullcontext
+    else:
+        held_back = HeldBackUpdate(model.optimizer)
+        step = functools.partial(accumulated_train_step, model, held_back, accumulate_steps)
+        holding = held_back.holding
 
     @tf.function
     def train_steps(iterator, num_steps):
-        for _ in tf.range(num_steps):
-            # train_step scales the loss for the replicas and lets the optimizer
-            # all-reduce (SUM) the gradients, as in fit.
-            strategy.run(model.train_step, args=(next(iterator),))
+        with holding():
+            for _ in tf.range(num_steps):
+                # train_step scales the loss for the replicas and lets the optimizer
+                # all-reduce (SUM) the gradients, as in fit.
+                strategy.run(step, args=(next(iterator),))
         results = metric_results(model)
         model.reset_metrics()  # runs after the reads above (tf.function keeps their order)
         return results["loss"], results[METRIC_NAME]
@@ -64,10 +118,10 @@ def make_train_function(strategy, model):
 class FitEngine:
     name = "fit"
 
-    def __init__(self, strategy, model):
+    def __init__(self, strategy, model, accumulate_steps=1):
         self.model = model
         self.optimizer = model.optimizer
-        self.train_steps = make_train_function(strategy, model)
+        self.train_steps = make_train_function(strategy, model, accumulate_steps)
 
     @property
     def metrics(self):

@@ -213,10 +213,11 @@ def data_sharded(plan):
 
 
 def on_one_device(plan):
-    """The same global batches, in the same order, read whole by one device."""
+    """The same global batches, in the same order, read whole by one device
+    (which accumulates over as many micro-batches)."""
     shards = data_sharding(len(plan.train.counts), 1, plan.shards.steps_per_pass)
     return dataclasses.replace(
-        plan, per_replica_batch_size=plan.global_batch_size, replicas=1, shards=shards
+        plan, per_replica_batch_size=plan.evaluation_batch_size, replicas=1, shards=shards
     )
 
 

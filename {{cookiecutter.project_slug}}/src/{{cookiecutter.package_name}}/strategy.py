@@ -136,12 +136,13 @@ def make_local_strategy(cpu_replicas=None):
     return strategy
 
 
-def global_batch_size(strategy, per_replica_batch_size):
-    """The batch one training step consumes across every replica of every worker."""
-    return per_replica_batch_size * strategy.num_replicas_in_sync
+def global_batch_size(strategy, per_replica_batch_size, accumulate_steps=1):
+    """The batch one training step (one update) consumes across every replica of
+    every worker."""
+    return per_replica_batch_size * strategy.num_replicas_in_sync * accumulate_steps
 
 
-def describe(strategy, per_replica_batch_size):
+def describe(strategy, per_replica_batch_size, accumulate_steps=1):
     devices = getattr(strategy.extended, "worker_devices", ())
     lines = [
         f"strategy: {type(strategy).__name__}",
@@ -149,7 +150,9 @@ def describe(strategy, per_replica_batch_size):
         f"workers: {worker_count(strategy)}",
         f"replicas: {strategy.num_replicas_in_sync}",
         f"per-replica batch: {per_replica_batch_size}",
-        f"global batch: {global_batch_size(strategy, per_replica_batch_size)}",
     ]
-    return lines
+    if accumulate_steps > 1:
+        lines.append(f"gradient accumulation: {accumulate_steps} micro-batches per update")
+    batch = global_batch_size(strategy, per_replica_batch_size, accumulate_steps)
+    return [*lines, f"global batch: {batch}"]
 {% include "strategy/" ~ cookiecutter.distribution ~ ".py" %}

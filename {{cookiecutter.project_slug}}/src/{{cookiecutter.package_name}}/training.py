@@ -76,6 +76,7 @@ def plan_run(config, strategy):
         strategy.num_replicas_in_sync,
         worker_count(strategy),
         config.steps_per_epoch,
+        config.accumulate_steps,
     )
 
 
@@ -122,7 +123,7 @@ def build_controller(config, strategy, plan, engine, model_dir):
 
 def train(config, strategy):
     """Train with `strategy` and return the run's summary (a dict)."""
-    for line in describe(strategy, config.per_replica_batch_size):
+    for line in describe(strategy, config.per_replica_batch_size, config.accumulate_steps):
         log.info(line)
     plan = plan_run(config, strategy)
     log.info(
