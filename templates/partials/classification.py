@@ -1,9 +1,15 @@
 def per_example_loss(labels, logits):
-    """Cross-entropy per example, in float32 whatever the compute dtype (float16
-    loses the softmax's precision). Training adds the regularization once per
-    step; evaluation reports this loss alone."""
+    """Cross-entropy per example against the label smoothed by LABEL_SMOOTHING,
+    in float32 whatever the compute dtype (float16 loses the softmax's
+    precision). Training adds the regularization once per step; evaluation
+    reports this loss alone."""
     logits = tf.cast(logits, tf.float32)
-    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+    # Labels of shape [batch] or [batch, 1] (tf_keras's compiled loss adds the 1).
+    labels = tf.reshape(tf.cast(labels, tf.int32), tf.shape(logits)[:-1])
+    targets = tf.one_hot(labels, NUM_CLASSES)
+    return keras.losses.categorical_crossentropy(
+        targets, logits, from_logits=True, label_smoothing=LABEL_SMOOTHING
+    )
 
 
 def per_example_metric(labels, logits):

@@ -5,6 +5,9 @@ NUM_CLASSES = 4
 # For ImageNet-size training, 224 and a deeper network.
 IMAGE_SIZE = 32
 METRIC_NAME = "accuracy"
+# The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
+# LABEL_SMOOTHING over all classes: 0.1, as ImageNet recipes use (Szegedy et al. 2016).
+LABEL_SMOOTHING = 0.1
 # Channels per stage (the stem and each stage after the first halve the
 # resolution) and residual blocks per stage: small, for 32x32 images on CPUs.
 STAGE_WIDTHS = (16, 32)

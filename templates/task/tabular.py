@@ -3,6 +3,9 @@ NUM_FEATURES = 20
 INPUT_SHAPE = (NUM_FEATURES,)
 NUM_CLASSES = 4
 METRIC_NAME = "accuracy"
+# The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
+# LABEL_SMOOTHING over all classes (0: plain cross-entropy; 0.1 suits large classifiers).
+LABEL_SMOOTHING = 0.0
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 1234
 {%- if cookiecutter.data_source == "tfrecord" %}

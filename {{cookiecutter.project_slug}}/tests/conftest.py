@@ -99,6 +99,13 @@ def load_weights(path):
     return model.get_weights()
 
 
+def trainable_weights(path):
+    """The trainable weights saved at `path`, in the model's variable order."""
+    model = build_model(sample_statistics())
+    model.load_weights(path)
+    return [variable.numpy() for variable in model.trainable_variables]
+
+
 def build_model_with_dropout(statistics):
     """The project's model with dropout before its logits, as users' models have."""
     model = build_model(statistics)

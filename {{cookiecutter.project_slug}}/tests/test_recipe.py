@@ -1,13 +1,18 @@
 """The training recipe (optimizer.py): the learning rate follows the global
-batch, warms up and decays by the optimizer's step; AdamW decays what it should.
+batch, warms up and decays by the optimizer's step; AdamW decays what it should;
+the weights' moving averages are kept in sync, checkpointed and used; the
+task's label smoothing.
 (The equivalence tests check that 2 replicas x b get the rate of 1 device x 2b;
 test_resume.py that a run killed in its warmup resumes on the same rates.)"""
+
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import LOOPS, assert_in_sync, trainable_weights
 
-from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }} import TrainerError, statistics, task
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.optimizer import (
@@ -15,7 +20,9 @@ from {{ cookiecutter.package_name }}.optimizer import (
     learning_rate_schedule,
     make_optimizer,
     scaled_learning_rate,
+    weight_averages,
 )
+from {{ cookiecutter.package_name }}.training import build_engine, plan_run, train
 
 
 @pytest.mark.parametrize(
@@ -95,3 +102,45 @@ def test_adamw_refuses_a_model_that_adds_l2_regularization_too(two_replicas):
         with pytest.raises(TrainerError, match=r"--optimizer adamw decays the weights too"):
             make_optimizer(config, 0.01, model)
         make_optimizer(TrainConfig(optimizer="adam"), 0.01, model)  # the L2 alone is fine
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_weight_averages_are_in_sync_checkpointed_evaluated_and_final(
+    two_replicas, sgd_config, loop
+):
+    """--ema-decay: the averages are mirrored and equal on every replica, the
+    checkpoint holds them beside the weights, the evaluation and the final
+    weights are theirs, and the training itself is unchanged."""
+    plain = train(sgd_config("plain", 64{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %}), two_replicas)
+    config = sgd_config("averaged", 64, ema_decay=0.9{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    averaged = train(config, two_replicas)
+    assert averaged["ema_decay"] == 0.9
+    # Each evaluation swapped the averages back out: training went on unchanged.
+    np.testing.assert_allclose(averaged["losses"], plain["losses"], rtol=0, atol=1e-6)
+    assert abs(averaged["eval_loss"] - plain["eval_loss"]) > 1e-5  # evaluated on the averages
+
+    plan = plan_run(config, two_replicas)
+    engine = build_engine(config, two_replicas, plan, statistics.load(config.model_dir))
+    latest = tf.train.latest_checkpoint(os.path.join(config.model_dir, "checkpoints"))
+    restored = tf.train.Checkpoint(model=engine.model, optimizer=engine.optimizer)
+    restored.read(latest).expect_partial()
+    assert_in_sync(two_replicas, weight_averages(engine.optimizer))
+    averages = [average.numpy() for average in weight_averages(engine.optimizer)]
+    weights = [variable.numpy() for variable in engine.model.trainable_variables]
+    # The final weights are the averages; the checkpoint's weights, the plain run's.
+    for average, final in zip(averages, trainable_weights(averaged["weights_path"]), strict=True):
+        np.testing.assert_allclose(final, average, rtol=0, atol=1e-6)
+    for weight, trained in zip(weights, trainable_weights(plain["weights_path"]), strict=True):
+        np.testing.assert_allclose(weight, trained, rtol=0, atol=1e-6)
+    assert not all(np.allclose(a, w, atol=1e-5) for a, w in zip(averages, weights, strict=True))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_the_loss_is_the_cross_entropy_against_the_smoothed_label(monkeypatch, smoothing):
+    monkeypatch.setattr(task, "LABEL_SMOOTHING", smoothing)
+    logits = np.linspace(-1.0, 2.0, task.NUM_CLASSES, dtype=np.float32)[None]
+    target = np.full(task.NUM_CLASSES, smoothing / task.NUM_CLASSES)
+    target[1] += 1 - smoothing
+    expected = -np.sum(target * tf.nn.log_softmax(logits)[0].numpy())
+    loss = task.per_example_loss(tf.constant([1]), tf.constant(logits))
+    np.testing.assert_allclose(loss.numpy(), [expected], rtol=1e-6)

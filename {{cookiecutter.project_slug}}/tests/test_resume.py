@@ -1,9 +1,10 @@
 """Nothing lost on a crash: a run killed with SIGKILL at any moment, even in the
 middle of an epoch, and restarted with the same command ends where an
-uninterrupted run ends (with gradient accumulation on: a checkpoint falls
-between two updates); SIGTERM saves and exits with 143; a NaN loss stops
-training without touching the last good checkpoint; an unreadable newest
-checkpoint falls back to the one before it."""
+uninterrupted run ends (with gradient accumulation on, a checkpoint falls
+between two updates; with the weights' moving averages on, they resume too);
+SIGTERM saves and exits with 143; a NaN loss stops training without touching
+the last good checkpoint; an unreadable newest checkpoint falls back to the one
+before it."""
 
 import importlib
 import json
@@ -48,6 +49,8 @@ def train_command(model_dir, loop{% if cookiecutter.data_source == "tfrecord" %}
         "--warmup-steps", str(WARMUP_STEPS),
         # A step is an update of 2 micro-batches: saves fall between updates.
         "--per-replica-batch-size", "32", "--accumulate-steps", "2",
+        # The final weights are the weights' averages: a resume must restore them.
+        "--ema-decay", "0.9",
         "--model-dir", str(model_dir), "--summary-json", str(model_dir / "summary.json"),
 {%- if cookiecutter.data_source == "tfrecord" %}
         "--data-dir", str(data_dir),

@@ -74,6 +74,11 @@ class TrainConfig:
     clip_norm: float | None = setting(
         None, "clip the all-reduced gradient to this global norm (default: no clipping)"
     )
+    ema_decay: float | None = setting(
+        None,
+        "keep an exponential moving average of the weights with this decay (e.g. 0.999):"
+        " evaluation, the final model and the export use it (default: off)",
+    )
     seed: int = setting(42, "shuffling and initial weights")
     model_dir: str = setting(
         "runs/latest", "checkpoints, logs and the final model", commands=("train",)
@@ -185,6 +190,11 @@ class TrainConfig:
                 " with mixed_precision=bfloat16 (no loss scaling)"
             )
 {%- endif %}
+        if self.ema_decay is not None and not 0 < self.ema_decay < 1:
+            raise ConfigError(
+                f"ema_decay={self.ema_decay} is out of range - use a value between 0 and 1,"
+                " such as 0.999, or leave it out for no averaging"
+            )
         for name in FRACTION_FIELDS:
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(

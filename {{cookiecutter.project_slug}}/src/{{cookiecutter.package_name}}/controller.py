@@ -261,6 +261,9 @@ class Controller:
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
         eval_loss, eval_metric = self.last_eval or self.evaluation()
+        # --ema-decay: the final model holds the weights' moving averages (the
+        # checkpoints keep both); without it, this changes nothing.
+        self.engine.optimizer.finalize_variable_values(model.trainable_variables)
         # Keras 3 and tf_keras both save to a URL (through tf.io.gfile) themselves.
         with self.watchdog.watching("final save", "saving the final model", A_PEER_OR_STORAGE):
             model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
@@ -278,6 +281,7 @@ class Controller:
             "checkpoint_every": self.config.checkpoint_every,
             "peak_learning_rate": self.learning_rate.peak,
             "warmup_steps": self.learning_rate.warmup_steps,
+            "ema_decay": self.config.ema_decay,
             "resumed_from": (
                 None
                 if resumed_from is None

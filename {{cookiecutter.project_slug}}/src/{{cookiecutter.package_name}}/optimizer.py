@@ -105,9 +105,15 @@ def make_optimizer(config, learning_rate, model):
     `model`'s variables: Adam; AdamW, whose decoupled weight decay leaves out
     `undecayed_variables`; or SGD with momentum (plain SGD, momentum 0, is what
     equivalence checks use: Adam hides loss-scaling errors)."""
+    # --ema-decay: the optimizer keeps the averages (its variables: mirrored,
+    # updated after each update, saved in every checkpoint).
+    averaging = {"use_ema": config.ema_decay is not None, "ema_momentum": config.ema_decay or 0.99}
     if config.optimizer == "sgd":
         optimizer = keras.optimizers.SGD(
-            learning_rate=learning_rate, momentum=config.momentum, nesterov=config.nesterov
+            learning_rate=learning_rate,
+            momentum=config.momentum,
+            nesterov=config.nesterov,
+            **averaging,
         )
     elif config.optimizer == "adamw":
         if model.losses:
@@ -117,11 +123,11 @@ def make_optimizer(config, learning_rate, model):
                 " the regularizers from task.build_model, or use --optimizer adam or sgd"
             )
         optimizer = keras.optimizers.AdamW(
-            learning_rate=learning_rate, weight_decay=config.weight_decay
+            learning_rate=learning_rate, weight_decay=config.weight_decay, **averaging
         )
         optimizer.exclude_from_weight_decay(var_list=undecayed_variables(model))
     else:
-        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate, **averaging)
 {%- if cookiecutter.mixed_precision == "float16" %}
     if config.mixed_precision:
         # float16 gradients underflow without loss scaling. Wrapped here, not by
@@ -129,3 +135,40 @@ def make_optimizer(config, learning_rate, model):
         optimizer = loss_scale_optimizer(optimizer)
 {%- endif %}
     return optimizer
+
+
+def weight_averages(optimizer):
+    """The moving averages of the weights an optimizer with use_ema keeps, in the
+    order of the variables it was built with (a private list in Keras 3 and
+    tf_keras alike: tests/test_recipe.py notices the day it changes)."""
+    return getattr(optimizer, "inner_optimizer", optimizer)._model_variables_moving_average
+
+
+class AveragedWeights:
+    """--ema-decay: the optimizer's moving averages of `model`'s weights, swapped
+    into the model for an evaluation and back out after it, so that training
+    goes on from the weights themselves. Every replica holds the same weights
+    and averages, so the swap is one assignment of each (cross-replica)."""
+
+    def __init__(self, model, optimizer):
+        averages = weight_averages(optimizer)
+        self.pairs = list(zip(model.trainable_variables, averages, strict=True))
+
+    @tf.function
+    def swap(self):
+        for weight, average in self.pairs:
+            held = tf.identity(weight)
+            weight.assign(average)
+            average.assign(held)
+
+    def around(self, evaluate):
+        """`evaluate`, run on the averages."""
+
+        def evaluate_averages():
+            self.swap()
+            try:
+                return evaluate()
+            finally:
+                self.swap()
+
+        return evaluate_averages

@@ -20,8 +20,9 @@ doctor) reaches it through these names alone:
   the framework adds up over the training split{% if cookiecutter.data_source == "tfrecord" %} in `index`{% else %} before step 1{% endif %};
   `statistics_from` turns them into the JSON values `build_model` gets, the
   same in training, evaluation and export (statistics.py).
-- `per_example_loss(labels, logits)`: one loss per example. The framework
-  scales it by the global batch and adds the model's regularization losses.
+- `per_example_loss(labels, logits)`: one loss per example (here, against
+  labels smoothed by `LABEL_SMOOTHING`). The framework scales it by the global
+  batch and adds the model's regularization losses.
 - `sample_examples(num_examples, seed)`: seeded (inputs, labels) arrays: the
   sample data, the GPU smoke test's batches, the tests' examples.
 - `prepare_batch(inputs, keys)`: a batch of those arrays -> model inputs

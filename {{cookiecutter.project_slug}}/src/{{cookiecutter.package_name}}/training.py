@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_tr
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
-from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
+from {{ cookiecutter.package_name }}.optimizer import AveragedWeights, learning_rate_schedule
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -87,6 +87,15 @@ def learning_rate_for(config, plan):
     return learning_rate_schedule(config, plan.global_batch_size, total_steps)
 
 
+def evaluator_for(config, strategy, plan, engine):
+    """The run's evaluation: on the weights' moving averages with --ema-decay,
+    as the final model and its export are."""
+    evaluate = make_evaluator(strategy, engine.model, evaluation_input(strategy, plan))
+    if config.ema_decay is None:
+        return evaluate
+    return AveragedWeights(engine.model, engine.optimizer).around(evaluate)
+
+
 def build_controller(config, strategy, plan, engine, model_dir):
     """The controller of a run of `engine`, handed everything else it uses."""
     write_dir = worker_dir(model_dir, strategy)
@@ -109,7 +118,7 @@ def build_controller(config, strategy, plan, engine, model_dir):
         checkpoints=Checkpoints(
             {"model": engine.model, "optimizer": engine.optimizer}, progress, model_dir, write_dir
         ),
-        evaluate=make_evaluator(strategy, engine.model, evaluation_input(strategy, plan)),
+        evaluate=evaluator_for(config, strategy, plan, engine),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
         learning_rate=learning_rate_for(config, plan),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
