@@ -70,6 +70,10 @@ def test_unknown_key_is_refused(tmp_path):
         ('lr_schedule = "linear"', r"lr_schedule='linear' is not supported - use one of: cosine"),
         ("clip_norm = 0.0", r"clip_norm=0.0 must be positive - use a value such as 1.0"),
         ('profile_steps = "9:3"', r"profile_steps='9:3' is not A:B with 1 <= A <= B - e.g."),
+        ("accumulate_steps = 0", r"accumulate_steps=0 must be at least 1"),
+        ("ema_decay = 1.0", r"ema_decay=1.0 is out of range - use a value between 0 and 1"),
+        ("recovery_trials = -1", r"recovery_trials=-1 must not be negative - use 0 to stop"),
+        ("loss_upper_bound = inf", r"loss_upper_bound=inf must be a finite number - e.g. 10"),
 {%- if cookiecutter.mixed_precision == "float16" %}
         ("clip_norm = 1.0", r"clip_norm with mixed_float16 is not supported: .* --no-mixed"),
 {%- endif %}

@@ -7,6 +7,7 @@ the last good checkpoint; an unreadable newest checkpoint falls back to the one
 before it."""
 
 import importlib
+import itertools
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, assert_same_weights, read_json, scalars
 
-from {{ cookiecutter.package_name }} import checkpointing
+from {{ cookiecutter.package_name }} import checkpointing, training
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.controller import TrainingError
@@ -283,6 +284,81 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
     assert tf.train.latest_checkpoint(f"{config.model_dir}/checkpoints") == latest
+
+
+def with_engine_calls(build_engine, calls, instead):
+    """training.build_engine whose engine runs `instead(engine, train, iterator,
+    num_steps)` for its calls numbered in `calls` (from 1), `train` the real call."""
+
+    def build(*args):
+        engine = build_engine(*args)
+        real_train, numbers = engine.train, itertools.count(1)
+
+        def train(iterator, num_steps):
+            if next(numbers) in calls:
+                return instead(engine, real_train, iterator, num_steps)
+            return real_train(iterator, num_steps)
+
+        engine.train = train
+        return engine
+
+    return build
+
+
+def diverging(engine, real_train, iterator, num_steps):
+    """The call trains, then its weights and loss blow up (every weight NaN)."""
+    _, metric = real_train(iterator, num_steps)
+    for variable in engine.model.trainable_variables:
+        variable.assign(tf.fill(variable.shape, float("nan")))
+    return tf.constant(float("nan")), metric
+
+
+def skipping(engine, real_train, iterator, num_steps):
+    """The call reads its batches and trains on none of them."""
+    for _ in range(int(num_steps)):
+        next(iterator)
+    return tf.constant(0.0), tf.constant(0.0)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finishes(
+    one_device, sgd_config, monkeypatch, caplog, loop
+):
+    # Calls of 2 steps, a checkpoint at step 4: the 3rd call (steps 5-6) blows up.
+    settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    build_engine = training.build_engine
+    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3}, skipping))
+    skipped = train(sgd_config("skipped", 128, **settings), one_device)
+    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3}, diverging))
+    recovered = train(sgd_config("recovered", 128, recovery_trials=1, **settings), one_device)
+    assert (recovered["recoveries"], skipped["recoveries"]) == (1, 0)
+    assert recovered["global_step"] == 8
+    # Back to step 4's weights, then steps 7-8's batches: not a replay of 5-6.
+    assert_same_weights(recovered["weights_path"], skipped["weights_path"], atol=1e-6)
+    assert (
+        "the training loss became nan in epoch 1 by step 6: rolled back to the checkpoint"
+        " at step 4 and skipped the 2 steps since it (recovery 1 of 1)"
+    ) in caplog.text
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_blow_ups_past_the_recovery_trials_stop_in_one_line(
+    one_device, sgd_config, monkeypatch, loop
+):
+    settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    build_engine = with_engine_calls(training.build_engine, {2, 3}, diverging)
+    monkeypatch.setattr(training, "build_engine", build_engine)
+    config = sgd_config("twice", 128, recovery_trials=1, **settings)
+    stopped = (
+        r"^the training loss became nan in epoch 1 by step 6, with all 1 --recovery-trials"
+        r" used - lower --learning-rate"
+    )
+    with pytest.raises(TrainingError, match=stopped):
+        train(config, one_device)
+    config = sgd_config("bounded", 128, loss_upper_bound=1e-3, **settings)
+    above = r"^the training loss \S+ went above --loss-upper-bound 0.001 in epoch 1 by step 2 "
+    with pytest.raises(TrainingError, match=above):
+        train(config, one_device)
 
 
 @pytest.mark.parametrize("loop", LOOPS)

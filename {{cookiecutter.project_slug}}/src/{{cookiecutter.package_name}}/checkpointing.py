@@ -68,6 +68,10 @@ class Progress:
             self.metric_sum = self._variable(0.0, tf.float64, "metric_sum")
             # The loss of the last finished epoch (a finished run restarted reports it).
             self.last_loss = self._variable(math.nan, tf.float64, "last_loss")
+            # Loss blow-ups recovered from in the run, and the epoch's steps skipped
+            # by them (rolled back and not trained: controller.recover).
+            self.recoveries = self._variable(0, tf.int64, "recoveries")
+            self.skipped = self._variable(0, tf.int64, "skipped")
 
     @staticmethod
     def _variable(value, dtype, name):
@@ -76,7 +80,16 @@ class Progress:
     def variables(self):
         position = {
             name: getattr(self, name)
-            for name in ("epoch", "step", "global_step", "loss_sum", "metric_sum", "last_loss")
+            for name in (
+                "epoch",
+                "step",
+                "global_step",
+                "loss_sum",
+                "metric_sum",
+                "last_loss",
+                "recoveries",
+                "skipped",
+            )
         }
         return {**position, **self.saved_data_stream}
 
@@ -114,13 +127,25 @@ class Progress:
         self.loss_sum.assign_add(steps * float(mean_loss))
         self.metric_sum.assign_add(steps * float(mean_metric))
 
+    def rolled_back(self, skipped_steps, recoveries):
+        """After a rollback to a checkpoint: `skipped_steps` more steps, not
+        trained, and `recoveries` in the run so far."""
+        self.step.assign_add(skipped_steps)
+        self.global_step.assign_add(skipped_steps)
+        self.skipped.assign_add(skipped_steps)
+        self.recoveries.assign(recoveries)
+
     def epoch_means(self):
-        steps = int(self.step.numpy())
+        """The epoch's mean loss and metric over the steps it trained."""
+        steps = int(self.step.numpy()) - int(self.skipped.numpy())
+        if steps == 0:
+            return math.nan, math.nan
         return float(self.loss_sum.numpy()) / steps, float(self.metric_sum.numpy()) / steps
 
     def finish_epoch(self, loss):
         self.epoch.assign_add(1)
         self.step.assign(0)
+        self.skipped.assign(0)
         self.loss_sum.assign(0.0)
         self.metric_sum.assign(0.0)
         self.last_loss.assign(loss)

@@ -5,6 +5,7 @@ Config file keys are the command-line flag names with underscores
 """
 
 import dataclasses
+import math
 import tomllib
 import types
 from pathlib import Path
@@ -91,6 +92,17 @@ class TrainConfig:
         "A:B: a TensorBoard profile of the calls that run global steps A to B (in"
         " MODEL_DIR/logs, from the chief)",
         commands=("train",),
+    )
+    # A blow-up that a batch causes comes back when its batches are replayed, so
+    # a recovery skips them (as PaLM's training did); off by default: it trains
+    # on less data, which a run should ask for.
+    recovery_trials: int = setting(
+        0,
+        "on a loss blow-up (NaN, Inf, or above --loss-upper-bound), roll back to the last"
+        " checkpoint and skip the steps since it, at most N times in the run (default 0: stop)",
+    )
+    loss_upper_bound: float | None = setting(
+        None, "a training loss above this is a blow-up, as a NaN is (default: no bound)"
     )
     # Save every N global steps (and at every epoch end): at 0.1-0.3 s per step
     # on a GPU, 1000 steps is a checkpoint every 2-5 minutes.
@@ -190,6 +202,16 @@ class TrainConfig:
                 " with mixed_precision=bfloat16 (no loss scaling)"
             )
 {%- endif %}
+        if self.recovery_trials < 0:
+            raise ConfigError(
+                f"recovery_trials={self.recovery_trials} must not be negative - use 0 to stop"
+                " at a blow-up, or N to recover up to N times"
+            )
+        if self.loss_upper_bound is not None and not math.isfinite(self.loss_upper_bound):
+            raise ConfigError(
+                f"loss_upper_bound={self.loss_upper_bound} must be a finite number - e.g. 10"
+                " for a loss that starts near 1, or leave it out for no bound"
+            )
         if self.ema_decay is not None and not 0 < self.ema_decay < 1:
             raise ConfigError(
                 f"ema_decay={self.ema_decay} is out of range - use a value between 0 and 1,"

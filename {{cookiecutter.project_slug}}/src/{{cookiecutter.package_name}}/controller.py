@@ -3,8 +3,9 @@
 The controller owns everything about a run that does not depend on how a step
 is computed: restoring the last checkpoint, the data position, running the
 engine "the next k steps" at a time, a checkpoint every `checkpoint_every`
-steps and at every epoch end, the NaN guard, evaluation at every epoch end,
-SIGTERM, TensorBoard scalars, and the run's tail (final model, summary).
+steps and at every epoch end, the loss guard (stop, or roll back and skip),
+evaluation at every epoch end, SIGTERM, TensorBoard scalars, and the run's
+tail (final model, summary).
 An engine (engine_fit.py, engine_custom.py) only knows how to run k steps.
 
 An engine provides:
@@ -123,6 +124,8 @@ class Controller:
                 resumed_from = self.checkpoints.restore()
             if resumed_from is None:
                 log.info("starting fresh")
+                if self.config.recovery_trials:
+                    self.save()  # a checkpoint to roll back to from the first step
             else:
                 self.progress.check_data_stream(self.checkpoints.restore_dir)
                 log.info("resumed from epoch %d step %d", *resumed_from)
@@ -164,7 +167,10 @@ class Controller:
                 if named is None:
                     raise
                 raise named from None
-            check_finite(loss, epoch, step + count)
+            blow_up = self.blow_up(loss, epoch, step + count)
+            if blow_up:
+                step = self.recover(blow_up, epoch, step + count)
+                continue
             seconds = time.perf_counter() - started
             if self.seconds_to_first_step is None:
                 self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
@@ -209,6 +215,53 @@ class Controller:
             raise Preempted(f"saved epoch {epoch + 1} step 0")
         self.last_eval = self.evaluation()
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
+
+    def blow_up(self, loss, epoch, step):
+        """What is wrong with a call's mean `loss` (ending at `step` of `epoch`),
+        or None: not finite, or above --loss-upper-bound."""
+        where = f"in epoch {epoch + 1} by step {step}"
+        if not math.isfinite(loss):
+            return f"the training loss became {loss} {where}"
+        bound = self.config.loss_upper_bound
+        if bound is not None and loss > bound:
+            return f"the training loss {loss:.4g} went above --loss-upper-bound {bound:g} {where}"
+        return None
+
+    def recover(self, blow_up, epoch, step):
+        """Roll back to the last checkpoint and skip the steps since it, to
+        `step` (their batches are not trained again: a blow-up that a batch
+        causes would come back on a replay), at most --recovery-trials times in
+        the run; returns the step to go on from. The iterator is already at
+        `step`, and the position it saves with says so: a resume stays exact."""
+        recoveries = int(self.progress.recoveries.numpy())
+        trials = self.config.recovery_trials
+        if recoveries >= trials:
+            recovered = f", with all {trials} --recovery-trials used"
+            raise TrainingError(
+                f"{blow_up}{recovered if trials else ''} - lower --learning-rate or check"
+                f" the data{'' if trials else ', or roll back and skip with --recovery-trials N'};"
+                " the last good checkpoint is kept"
+            )
+        with self.watchdog.watching("restore", "rolling back to a checkpoint", A_PEER_OR_STORAGE):
+            self.checkpoints.restore()
+        back_epoch, back_step = self.progress.position
+        if back_epoch != epoch:
+            raise TrainingError(
+                f"{blow_up}, and the last checkpoint that restores is in epoch"
+                f" {back_epoch + 1}: a rollback stays within an epoch - resume from it"
+                " by running the same command again"
+            )
+        self.progress.rolled_back(step - back_step, recoveries + 1)
+        log.warning(
+            "%s: rolled back to the checkpoint at step %d and skipped the %d steps since"
+            " it (recovery %d of %d)",
+            blow_up,
+            back_step,
+            step - back_step,
+            recoveries + 1,
+            trials,
+        )
+        return step
 
     def preemption_requested(self, preemption):
         with self.watchdog.watching("preemption check", "agreeing on a SIGTERM", A_PEER):
@@ -288,6 +341,7 @@ class Controller:
                 else {"epoch": resumed_from[0], "step": resumed_from[1]}
             ),
             "global_step": self.global_step,
+            "recoveries": int(self.progress.recoveries.numpy()),
             "examples_per_second": self.throughput.examples_per_second(),
             "seconds_to_first_step": self.seconds_to_first_step,
             "losses": self.losses,
@@ -429,16 +483,6 @@ class PreemptionWatch:
 
     def requested(self):
         return self.any_worker(self.signalled)
-
-
-def check_finite(loss, epoch, step):
-    """Stop at a NaN or Inf loss, before a checkpoint of it is written."""
-    if not math.isfinite(loss):
-        raise TrainingError(
-            f"the training loss became {loss} in epoch {epoch + 1} by step {step}"
-            " - lower --learning-rate or check the data; the last good checkpoint"
-            " is kept"
-        )
 
 
 def make_finite_check(variables):
