@@ -91,12 +91,19 @@ def measure(package, workdir, quick):
     steps = examples_per_epoch // global_batch
     batches = examples.batch(global_batch, drop_remainder=True).cache()
 
-    def build_engine(loop):
-        """The engine `train` builds (training.build_engine, the one place)."""
-        loop_config = dataclasses.replace(config, loop=loop)
-        return training.build_engine(loop_config, strategy, plan, learned)
+    def build_engine(loop, **settings):
+        """The engine `train` builds (training.build_engine, the one place),
+        with the recipe `settings` (the accumulation's plan has its own batch)."""
+        run_config = dataclasses.replace(config, loop=loop, **settings)
+        run_plan = training.plan_run(run_config, strategy)
+        return training.build_engine(run_config, strategy, run_plan, learned)
 
-    def epoch_in_calls_of(steps_per_call):
+    # One update of 2 micro-batches: twice the global batch, half the steps.
+    accumulated_batch = 2 * global_batch
+    assert examples_per_epoch % accumulated_batch == 0
+    accumulated_batches = examples.batch(accumulated_batch, drop_remainder=True).cache()
+
+    def epoch_in_calls_of(steps_per_call, batches=batches, steps=steps):
         def engine_epoch(engine):
             """One epoch as the controller runs it: calls of steps_per_call steps,
             the loss read on the host after each call (the only sync)."""
@@ -145,6 +152,24 @@ def measure(package, workdir, quick):
                 ),
             ),
             "fit_tutorial": (tutorials.KerasTutorial.epoch, fit_tutorial),
+        }
+    )
+    # The recipe's per-step costs (issue 22), each against the plain engine
+    # timed beside it: the same examples an epoch.
+    in_calls = epoch_in_calls_of(config.steps_per_call)
+    accumulating = epoch_in_calls_of(
+        config.steps_per_call, accumulated_batches, examples_per_epoch // accumulated_batch
+    )
+    recipe = rates(
+        {
+            "custom": (in_calls, build_engine("custom")),
+            "custom_again": (in_calls, build_engine("custom")),
+            "custom_clipped": (in_calls, build_engine("custom", clip_norm=1.0)),
+            "custom_ema": (in_calls, build_engine("custom", ema_decay=0.999)),
+            "custom_accumulated": (accumulating, build_engine("custom", accumulate_steps=2)),
+            "fit": (in_calls, build_engine("fit")),
+            "fit_ema": (in_calls, build_engine("fit", ema_decay=0.999)),
+            "fit_accumulated": (accumulating, build_engine("fit", accumulate_steps=2)),
         }
     )
 
@@ -205,6 +230,16 @@ def measure(package, workdir, quick):
             "startup_20x_data": startup[large] / startup[small],
             "input_vs_step": input_rate / step_rate,
             "resume_last_vs_first_batch": resume_late / resume_fresh,
+        },
+        # Examples/s with a feature on over the plain step's; `off_repeat` is a
+        # second plain engine: the noise band (a feature off adds no op).
+        "recipe_ratios": {
+            "off_repeat": recipe["custom_again"] / recipe["custom"],
+            "clipping_custom": recipe["custom_clipped"] / recipe["custom"],
+            "ema_custom": recipe["custom_ema"] / recipe["custom"],
+            "ema_fit": recipe["fit_ema"] / recipe["fit"],
+            "accumulate_2_custom": recipe["custom_accumulated"] / recipe["custom"],
+            "accumulate_2_fit": recipe["fit_accumulated"] / recipe["fit"],
         },
         "checkpoint": {
             "save_seconds": save_seconds,

@@ -15,6 +15,9 @@ benchmarks/measure.py on each in a fresh process on 2 logical CPU replicas:
   resume_last_vs_first_batch  the first batch of an epoch resumed at its last
                            step over one started at its first
 
+and the training recipe's per-step costs (recipe_ratios): examples/s with
+gradient clipping, the weights' moving average, or 2 accumulated micro-batches
+on, over the plain engine's, beside a second plain engine (the noise band);
 plus a checkpoint save's cost in training steps and the time to bake one
 project and every combination of the code options. Ratios above 1 mean the
 generated code is faster (or, for the startup and resume figures, slower).
@@ -108,8 +111,14 @@ def machine():
     }
 
 
-def measure(package, workdir, quick):
-    command = [sys.executable, str(ROOT / "benchmarks" / "measure.py"), package, str(workdir)]
+def measure_recipe(workdir, quick):
+    """benchmarks/recipe.py on the tabular bake: the held-out accuracy at 1x and
+    4x the global batch, with and without the recipe."""
+    return measure("bench_tabular", workdir, quick, script="recipe.py")
+
+
+def measure(package, workdir, quick, script="measure.py"):
+    command = [sys.executable, str(ROOT / "benchmarks" / script), package, str(workdir)]
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "-1"}
     result = subprocess.run(
         [*command, *(["--quick"] if quick else [])],
@@ -134,6 +143,19 @@ def table(results):
             if len(by_task) < len(TASKS):
                 target += " (" + ", ".join(by_task) + ")"
         lines.append(f"| `{name}` | {values} | {target} |")
+    return "\n".join(lines)
+
+
+def recipe_table(results):
+    """The training recipe's per-step costs: examples/s with each feature on
+    over the plain engine's (1.00: free; `off_repeat`: the noise band)."""
+    names = list(results["tasks"][TASKS[0]]["recipe_ratios"])
+    lines = ["| feature on / plain | " + " | ".join(TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+    for name in names:
+        values = " | ".join(
+            f"{results['tasks'][task]['recipe_ratios'][name]:.2f}" for task in TASKS
+        )
+        lines.append(f"| `{name}` | {values} |")
     return "\n".join(lines)
 
 
@@ -181,6 +203,7 @@ def main(argv=None):
     for task in TASKS:
         package = bake_and_install(workdir, task)
         results["tasks"][task] = measure(package, workdir, args.quick)
+    results["recipe"] = measure_recipe(workdir, args.quick)
     results["bench_seconds"] = time.perf_counter() - started
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, args.out / "ratios.png")
@@ -199,6 +222,15 @@ def main(argv=None):
             f" {checkpoint['checkpoint_every']}; first step {startup['1x']:.2f} s after"
             f" start ({measured['startup_examples_1x']} examples), {startup['20x']:.2f} s on 20x"
         )
+    print(recipe_table(results))
+    recipe = results["recipe"]
+    accuracy, loss = recipe["mean_eval_accuracy"], recipe["mean_eval_loss"]
+    print(
+        f"recipe (tabular, {recipe['epochs']} epoch(s) of {recipe['training_examples']} examples,"
+        f" seeds {recipe['seeds']}): held-out accuracy 1x {accuracy['1x']:.4f},"
+        f" 4x {accuracy['4x']:.4f}, 4x without the recipe {accuracy['4x_without_recipe']:.4f};"
+        f" eval loss {loss['1x']:.4f}, {loss['4x']:.4f}, {loss['4x_without_recipe']:.4f}"
+    )
     print(f"wrote {args.out / 'results.json'} and {args.out / 'ratios.png'}")
 
 

@@ -22,6 +22,14 @@ RATIOS = (
     "input_vs_step",
     "resume_last_vs_first_batch",
 )
+RECIPE_RATIOS = (
+    "off_repeat",
+    "clipping_custom",
+    "ema_custom",
+    "ema_fit",
+    "accumulate_2_custom",
+    "accumulate_2_fit",
+)
 CONTENDERS = (
     "custom",
     "custom_overhead_free",
@@ -30,6 +38,15 @@ CONTENDERS = (
     "bare_fit",
     "fit_tutorial",
 )
+
+
+def test_the_recipe_table_lists_every_feature_for_both_tasks():
+    ratios = dict.fromkeys(RECIPE_RATIOS, 0.9)
+    results = {"tasks": {task: {"recipe_ratios": ratios} for task in speed.TASKS}}
+    lines = speed.recipe_table(results).splitlines()
+    assert lines[0] == "| feature on / plain | tabular | image |"
+    assert "| `accumulate_2_fit` | 0.90 | 0.90 |" in lines
+    assert len(lines) == 2 + len(RECIPE_RATIOS)
 
 
 def test_the_table_lists_every_ratio_with_its_target():
@@ -64,6 +81,14 @@ def test_quick_bench_measures_both_tasks_and_writes_results_and_chart(tmp_path):
             assert math.isfinite(value) and value > 0, (task, name, value)
         assert sorted(measured["examples_per_second"]) == sorted(CONTENDERS)
         assert 0 < measured["checkpoint"]["share_of_run"] < 1
+        assert sorted(measured["recipe_ratios"]) == sorted(RECIPE_RATIOS)
+        for name, value in measured["recipe_ratios"].items():
+            assert math.isfinite(value) and value > 0, (task, name, value)
+    recipe = results["recipe"]
+    assert recipe["global_batch"] == {"1x": 64, "4x": 256, "4x_without_recipe": 256}
+    for accuracies in recipe["eval_accuracy"].values():
+        assert len(accuracies) == len(recipe["seeds"])
+        assert all(0.25 < accuracy <= 1 for accuracy in accuracies)  # above chance (4 classes)
     bakes = results["bake_seconds"]
     supported = [o for o in speed.rules.code_combinations() if speed.rules.is_supported(o)]
     assert bakes["combinations"] == len(supported) and 0 < bakes["one"] < bakes["product"]

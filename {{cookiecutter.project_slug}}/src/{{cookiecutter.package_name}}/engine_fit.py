@@ -16,7 +16,6 @@ as long as it updates through `self.optimizer` (apply_gradients or minimize).
 import contextlib
 import functools
 import threading
-from unittest import mock
 
 import tensorflow as tf
 
@@ -66,8 +65,13 @@ class HeldBackUpdate:
     def record(self, grads_and_vars, *args, **kwargs):
         self.handed[threading.get_ident()] = {id(var): grad for grad, var in grads_and_vars}
 
+    @contextlib.contextmanager
     def holding(self):
-        return mock.patch.object(self.optimizer, "apply_gradients", self.record)
+        self.optimizer.apply_gradients = self.record  # the instance's, over its class's
+        try:
+            yield
+        finally:
+            del self.optimizer.apply_gradients
 
     def gradients(self, model, data):
         """(0, the gradients of model.trainable_variables that
