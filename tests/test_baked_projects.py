@@ -82,6 +82,8 @@ FRAMEWORK_CASES = (
     "test_resume.py::test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it",
     "test_resume.py::test_a_finished_run_restarted_has_nothing_left_to_train",
     "test_resume.py::test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint",
+    "test_resume.py::test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finishes",
+    "test_resume.py::test_blow_ups_past_the_recovery_trials_stop_in_one_line",
     "test_resume.py::test_a_checkpoint_of_another_model_is_refused_in_one_line",
     "test_resume.py::test_resuming_with_another_global_batch_is_refused_and_the_same_one_continues",
     # The engines' step loop, the checkpoint manager's fallback and the export's
