@@ -100,7 +100,7 @@ FRAMEWORK_CASES = (
     "test_gpu_smoke.py::test_gpu_smoke_without_a_gpu_says_so",
     # The doctor's multi-worker checks (the replicas, the network); the image
     # projects run the doctor's training-step checks in one process.
-    "test_launch.py::test_two_workers_pass_the_doctor",
+    "test_launch.py::test_two_workers_pass_the_doctor_and_leave_together",
 )
 
 

@@ -27,6 +27,7 @@ from {{ cookiecutter.package_name }}.report import CheckFailed, CheckWarning, Re
 from {{ cookiecutter.package_name }}.strategy import (
     answers,
     check_keras_version,
+    finish_together,
     local_replicas,
     make_strategy,
     peer_tasks,
@@ -37,6 +38,7 @@ from {{ cookiecutter.package_name }}.strategy import check_keras_version
 {%- elif cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.strategy import (
     answers,
+    finish_together,
     local_replicas,
     make_strategy,
     peer_tasks,
@@ -100,6 +102,10 @@ def doctor(config):
         report.run("input", check_input, strategy, config, plan)
     else:
         report.not_run("input", "a check above failed")
+{%- if cookiecutter.distribution == "multi_worker" %}
+    # Every worker ran the same collectives to here: leave at once, as a run does.
+    finish_together(strategy)
+{%- endif %}
     return report
 
 
