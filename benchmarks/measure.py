@@ -9,7 +9,6 @@ alternation so drift on a shared machine hits every contender alike; each
 figure is the best of the repeats.
 """
 
-import argparse
 import dataclasses
 import functools
 import importlib
@@ -19,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import script
 import tutorials
 
 # Steps per call that make the per-call cost vanish: the overhead-free bound.
@@ -256,14 +256,5 @@ def measure(package, workdir, quick):
     }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("package")
-    parser.add_argument("workdir", type=Path)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(measure(args.package, args.workdir, args.quick)))
-
-
 if __name__ == "__main__":
-    main()
+    script.run(measure, __doc__)

@@ -18,12 +18,13 @@ Run by speed.py (make bench) on an installed tabular bake:
     python benchmarks/recipe.py PACKAGE WORKDIR [--quick]
 """
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import script
 
 PER_REPLICA_BATCH = 32
 REFERENCE_BATCH = 256
@@ -114,14 +115,5 @@ def measure(package, workdir, quick):
     }
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("package")
-    parser.add_argument("workdir", type=Path)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    print(json.dumps(measure(args.package, args.workdir, args.quick)))
-
-
 if __name__ == "__main__":
-    main()
+    script.run(measure, __doc__)
