@@ -100,7 +100,9 @@ class ReplicaSeedGenerator(keras.random.SeedGenerator):
 
 def clip_after_the_all_reduce(optimizer, clip_norm):
     """Refused: Keras 3's optimizer clips (clipnorm, global_clipnorm) in `apply`,
-    before the all-reduce, each replica its own share (no upstream issue found)."""
+    before the all-reduce, each replica its own share. No Keras 3 issue found;
+    tf.keras once refused clipping under a strategy for this very reason
+    (tensorflow/tensorflow#33929)."""
     raise TrainerError(
         f"--clip-norm {clip_norm} with the fit loop: Keras 3's optimizer clips each"
         " replica's gradient before the all-reduce, so N replicas would not compute what"
