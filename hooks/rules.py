@@ -352,6 +352,7 @@ ALWAYS_FILES = (
     "tests/test_recipe.py",
     "tests/test_statistics.py",
     "tests/test_cli.py",
+    "tests/test_help.py",
     "tests/test_resume.py",
     "tests/test_controller.py",
     "tests/test_evaluation.py",

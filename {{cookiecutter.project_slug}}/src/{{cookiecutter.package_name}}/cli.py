@@ -59,7 +59,9 @@ def add_config_flags(parser, command):
 def flag_options(field):
     """argparse options for a setting: its type's parser, its values, its help.
     Every flag defaults to None ("not given"), so the help names the default."""
-    kind, default, text = value_type(field), field.default, field.metadata["help"]
+    # argparse formats help with %: a literal one ("5% of the run") must be doubled.
+    kind, default = value_type(field), field.default
+    text = field.metadata["help"].replace("%", "%%")
     if kind is bool:
         return {
             "action": argparse.BooleanOptionalAction,
