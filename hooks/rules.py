@@ -265,6 +265,7 @@ CONDITIONAL_FILES = {
     "tests/test_cluster.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/launch.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_launch.py": lambda o: o["distribution"] == "multi_worker",
+    "tests/test_randomness_on_workers.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/precision.py": lambda o: o["mixed_precision"] != "no",
     "examples/token_task.py": lambda o: o["task"] == "tabular",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",

@@ -127,6 +127,23 @@ def per_replica_randomness(model):
             generator.__class__ = ReplicaSeedGenerator
 
 
+def random_layers(model):
+    """The model's layers that draw random numbers: those with a SeedGenerator
+    (Dropout, the noise layers, the Random* augmentations, a layer of your own)."""
+    return [layer for layer in model._flatten_layers() if layer._seed_generators]
+
+
+def random_state(model):
+    """The state of the random layers' SeedGenerators, for the checkpoint: Keras
+    leaves it out of the model's, and a run resumed without it would draw other
+    masks than an uninterrupted one."""
+    return [
+        generator.state.value
+        for layer in random_layers(model)
+        for generator in layer._seed_generators
+    ]
+
+
 def metric_results(model):
     """The compiled model's metrics by name (loss first), as tensors."""
     return model.get_metrics_result()

@@ -3,6 +3,12 @@ import tf_keras as keras
 
 KERAS_PACKAGE = "tf_keras"
 
+# tf_keras's random layers draw, by default, from stateful random ops seeded by the
+# traced graph: every worker of a job draws the same masks, and their state cannot
+# be checkpointed. With this, each random layer draws from a tf.random.Generator
+# (a variable: checkpointed, and per replica under a strategy). Before any model.
+keras.backend.experimental.enable_tf_random_generator()
+
 
 def version_tuple(version):
     return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
@@ -53,8 +59,27 @@ def apply_summed_gradients(optimizer, grads_and_vars):
 
 
 def per_replica_randomness(model):
-    """Nothing to change: tf_keras's random layers draw with stateful random ops,
-    one per replica, so each replica already gets its own numbers."""
+    """Nothing to change: a tf.random.Generator made under a strategy's scope
+    gives each replica of the job, on every worker, its own numbers."""
+
+
+def random_layers(model):
+    """The model's layers that draw random numbers: those with a random generator
+    (Dropout, the noise layers, the Random* augmentations: tf_keras's
+    BaseRandomLayer)."""
+    return [
+        layer
+        for layer in model._flatten_layers()
+        if hasattr(getattr(layer, "_random_generator", None), "make_seed_for_stateless_op")
+    ]
+
+
+def random_state(model):
+    """The state of the random layers' tf.random.Generators, for the checkpoint:
+    tf_keras leaves it out of the model's, and a run resumed without it would draw
+    other masks than an uninterrupted one."""
+    generators = [layer._random_generator._generator for layer in random_layers(model)]
+    return [generator.state for generator in generators if generator is not None]
 
 
 def metric_results(model):

@@ -106,10 +106,12 @@ def trainable_weights(path):
     return [variable.numpy() for variable in model.trainable_variables]
 
 
-def build_model_with_dropout(statistics):
-    """The project's model with dropout before its logits, as users' models have."""
+def build_model_with_random_layers(statistics):
+    """The project's model with Gaussian noise and dropout on its logits, as
+    users' models have random layers."""
     model = build_model(statistics)
-    logits = keras.layers.Dropout(0.5, dtype="float32", name="logits_dropout")(model.outputs[0])
+    noisy = keras.layers.GaussianNoise(0.1, dtype="float32")(model.outputs[0])
+    logits = keras.layers.Dropout(0.5, dtype="float32")(noisy)
     return keras.Model(model.inputs, logits)
 {%- if cookiecutter.mixed_precision != "no" %}
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 {%- endif %}
 import tensorflow as tf
-from conftest import build_model_with_dropout, sample_statistics
+from conftest import build_model_with_random_layers, sample_statistics
 
 from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
 {%- if cookiecutter.training_loop in ("custom", "both") %}
@@ -60,7 +60,7 @@ def model_inputs(model):
 
 def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_config, monkeypatch):
     builder = "{{ cookiecutter.package_name }}.engine_{{ engine }}.build_model"
-    monkeypatch.setattr(builder, build_model_with_dropout)
+    monkeypatch.setattr(builder, build_model_with_random_layers)
     config = sgd_config("dropout", 8)
 {%- if engine == "fit" %}
     model = build_compiled_model(two_replicas, config, sample_statistics(), config.learning_rate)

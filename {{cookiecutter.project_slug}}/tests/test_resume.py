@@ -21,7 +21,13 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, assert_same_weights, read_json, scalars
+from conftest import (
+    LOOPS,
+    assert_same_weights,
+    build_model_with_random_layers,
+    read_json,
+    scalars,
+)
 
 from {{ cookiecutter.package_name }} import checkpointing, training
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
@@ -359,6 +365,36 @@ def test_blow_ups_past_the_recovery_trials_stop_in_one_line(
     above = r"^the training loss \S+ went above --loss-upper-bound 0.001 in epoch 1 by step 2 "
     with pytest.raises(TrainingError, match=above):
         train(config, one_device)
+
+
+def crashing(engine, real_train, iterator, num_steps):
+    """The process dies in this call (as under a SIGKILL): nothing after the last
+    checkpoint is kept."""
+    raise SystemExit("killed")
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights(
+    two_replicas, sgd_config, monkeypatch, loop
+):
+    # Dropout and Gaussian noise draw from generators whose state moves at every
+    # step: a resume must restore it, or it draws other masks than the run would.
+    module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
+    monkeypatch.setattr(module, "build_model", build_model_with_random_layers)
+    # 6 steps an epoch, calls of 2, a checkpoint every 4: the 5th call (steps 9-10)
+    # dies after the checkpoint at step 8, 2 steps into epoch 2.
+    settings = dict(epochs=2, steps_per_epoch=6, steps_per_call=2, checkpoint_every=4, loop=loop)
+    reference = train(sgd_config("uninterrupted", 64, **settings), two_replicas)
+    config = sgd_config("killed", 64, **settings)
+    build_engine = training.build_engine
+    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {5}, crashing))
+    with pytest.raises(SystemExit):
+        train(config, two_replicas)
+    monkeypatch.setattr(training, "build_engine", build_engine)
+    resumed = train(config, two_replicas)
+    assert resumed["resumed_from"] == {"epoch": 1, "step": 2}
+    assert resumed["weights_fingerprint"] == reference["weights_fingerprint"]
+    assert resumed["final_loss"] == reference["final_loss"]
 
 
 @pytest.mark.parametrize("loop", LOOPS)

@@ -1,9 +1,11 @@
 """The run's position and its checkpoints, and where each worker writes.
 
-A checkpoint holds the model, the optimizer and the run's position: the epoch,
-the steps done in it, the global step, and the epoch's loss and metric sums so
-far. Together with a data order that is a function of (seed, epoch, step), that
-is everything a restarted run needs to continue exactly where the saved one was.
+A checkpoint holds the model, the optimizer, the state of the random layers'
+generators (Dropout masks, noise, augmentation layers) and the run's position:
+the epoch, the steps done in it, the global step, and the epoch's loss and
+metric sums so far. Together with a data order that is a function of (seed,
+epoch, step), that is everything a restarted run needs to continue exactly where
+the saved one was.
 """
 
 import hashlib

@@ -8,11 +8,12 @@ gpu-smoke's step checks read what the probe leaves behind.
 """
 
 import dataclasses
+import inspect
 
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.compat import keras, replica_copies
+from {{ cookiecutter.package_name }}.compat import keras, random_layers, replica_copies
 from {{ cookiecutter.package_name }}.data import data_sharding, training_input
 from {{ cookiecutter.package_name }}.report import CheckFailed
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
@@ -71,6 +72,8 @@ class ProbeRun:
     loss: float
     # Batch sizes seen inside the replica step.
     batch_sizes: set
+    # Random layers that could not be put in inference mode for a comparison.
+    random_layers_left_on: list
 
     def variables(self):
         """(owner, variable) for every model, optimizer and metric variable."""
@@ -95,43 +98,41 @@ def first_batches(strategy, plan, seed):
     return iter(training_input(strategy, plan, seed, epoch=0))
 
 
-def run_steps(strategy, config, plan, steps, noise=True):
+def run_steps(strategy, config, plan, steps, randomness=True):
     """`steps` steps of the engine `train` builds for `config`, from its first
-    batches (with the model's dropout and noise layers off unless `noise`)."""
+    batches (with the model's random layers in inference mode unless `randomness`)."""
     prepare_run(config)
     probe = BatchProbe(strategy)
     engine = build_engine(config, probe, plan, plan.train.statistics())
-    if not noise:
-        switch_off_noise(engine.model)
+    left_on = [] if randomness else without_randomness(engine.model)
     loss, _ = engine.train(first_batches(strategy, plan, config.seed), tf.constant(steps))
-    return ProbeRun(engine.model, engine.optimizer, engine.metrics, float(loss), probe.batch_sizes)
+    return ProbeRun(
+        engine.model, engine.optimizer, engine.metrics, float(loss), probe.batch_sizes, left_on
+    )
 
 
-NOISE_SETTINGS = (
-    (keras.layers.Dropout, "rate"),  # SpatialDropout1D/2D/3D too
-    (keras.layers.GaussianDropout, "rate"),
-    (keras.layers.AlphaDropout, "rate"),
-    (keras.layers.GaussianNoise, "stddev"),
-)
+def in_inference_mode(layer):
+    """Make `layer` run as in evaluation whatever the step asks: no dropout mask,
+    noise or augmentation. Random layers draw their own numbers on each replica
+    (compat.per_replica_randomness), as one device draws its own for each
+    example, so N replicas and one device agree only without them. A layer whose
+    call takes no `training` is left as it is."""
+    call = layer.call
+    if "training" not in inspect.signature(call).parameters:
+        return False
+
+    def call_for_inference(*args, **kwargs):
+        kwargs["training"] = False
+        return call(*args, **kwargs)
+
+    layer.call = call_for_inference
+    return True
 
 
-def noise_layers(model):
-    """(layer, setting) for each of the model's dropout and noise layers."""
-    return [
-        (layer, setting)
-        for layer in model._flatten_layers()
-        for kind, setting in NOISE_SETTINGS
-        if isinstance(layer, kind)
-    ]
-
-
-def switch_off_noise(model):
-    """Make the model's dropout and noise layers add none. They draw their own
-    random numbers on each replica (compat.per_replica_randomness), as one device
-    draws its own for each example, so N replicas and one device agree only
-    without them."""
-    for layer, setting in noise_layers(model):
-        setattr(layer, setting, 0.0)
+def without_randomness(model):
+    """Put the model's random layers (compat.random_layers) in inference mode;
+    return the names of those that could not be."""
+    return [layer.name for layer in random_layers(model) if not in_inference_mode(layer)]
 
 
 def sgd_config(config):
@@ -166,8 +167,10 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(False)
     try:
-        distributed = run_steps(strategy, config, data_sharded(plan), steps, noise=False)
-        single = run_steps(reference_strategy(), config, on_one_device(plan), steps, noise=False)
+        distributed = run_steps(strategy, config, data_sharded(plan), steps, randomness=False)
+        single = run_steps(
+            reference_strategy(), config, on_one_device(plan), steps, randomness=False
+        )
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
     diverged = [
@@ -186,12 +189,15 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
         f"{steps} SGD step(s) on {replicas} replicas vs one device: weights differ by"
         f" {gap:.1e}, loss {distributed.loss:.6f} vs {single.loss:.6f}"
     )
-    noisy = [layer.name for layer, _ in noise_layers(distributed.model)]
-    if noisy:
+    left_on = distributed.random_layers_left_on
+    switched = len(random_layers(distributed.model)) - len(left_on)
+    if switched:
         detail += (
-            f" (dropout and noise off in {', '.join(noisy[:3])}{', ...' if len(noisy) > 3 else ''}:"
-            " each replica draws its own random numbers)"
+            f" ({switched} random layer(s) in inference mode on both sides: each replica"
+            " draws its own random numbers)"
         )
+    if left_on:
+        detail += f"; random layer(s) whose call takes no `training`, left on: {', '.join(left_on)}"
     if gap <= WEIGHT_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE and not diverged:
         if replicas == 1:
             detail += (
@@ -199,6 +205,12 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
                 " CUDA_VISIBLE_DEVICES=-1 with --cpu-replicas 2)"
             )
         return detail, True
+    if left_on:
+        raise CheckFailed(
+            f"{detail}; the random layers left on draw other numbers on {replicas} replicas"
+            " than on one device - give their call a `training` argument (Keras passes it)"
+            " so that this check can switch them off"
+        )
     cause = likely_cause(ratio, replicas, split_ok, diverged, distributed.model)
     raise CheckFailed(f"{detail}; {cause}")
 

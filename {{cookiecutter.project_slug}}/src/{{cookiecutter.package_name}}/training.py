@@ -15,7 +15,7 @@ from {{ cookiecutter.package_name }}.checkpointing import (
     prepare_model_dir,
     worker_dir,
 )
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.compat import keras, random_state
 from {{ cookiecutter.package_name }}.config import profile_window
 from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Controller, Profile
 from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
@@ -116,7 +116,15 @@ def build_controller(config, strategy, plan, engine, model_dir):
         plan,
         config,
         checkpoints=Checkpoints(
-            {"model": engine.model, "optimizer": engine.optimizer}, progress, model_dir, write_dir
+            {
+                "model": engine.model,
+                "optimizer": engine.optimizer,
+                # The random layers' generators: a resume draws the masks it would have.
+                "random_state": random_state(engine.model),
+            },
+            progress,
+            model_dir,
+            write_dir,
         ),
         evaluate=evaluator_for(config, strategy, plan, engine),
         training_input=functools.partial(training_input, strategy, plan, config.seed),

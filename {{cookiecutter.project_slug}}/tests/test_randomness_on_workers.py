@@ -1,0 +1,69 @@
+"""Random layers on several workers: every replica of the job, on every worker,
+draws its own dropout masks. Workers are separate processes with the same seed
+and the same traced graph, so random ops seeded by the graph alone would draw
+the same masks on each of them: W workers x G GPUs would get G streams, not W x G.
+"""
+
+import subprocess
+import sys
+
+from {{ cookiecutter.package_name }}.launch import free_ports, worker_environment, worker_tf_configs
+
+WORKERS = 2
+CALLS = 2
+# One worker: the project's strategy, seed and random-layer set-up, then a
+# Dropout layer's training-mode output on ones (its mask) at each of CALLS calls.
+DRAW_MASKS = f"""
+import hashlib
+
+from {{ cookiecutter.package_name }}.strategy import make_strategy
+from {{ cookiecutter.package_name }}.training import set_global_seed
+from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
+import tensorflow as tf
+
+strategy = make_strategy()
+set_global_seed(7)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dropout(0.5)])
+per_replica_randomness(model)
+
+
+@tf.function
+def forward():
+    return strategy.run(lambda: model(tf.ones((4, 256)), training=True))
+
+
+for _ in range({CALLS}):
+    for mask in strategy.experimental_local_results(forward()):
+        kept = mask.numpy() > 0
+        assert 0 < kept.mean() < 1, "dropout kept all or nothing"
+        print("mask", hashlib.sha256(kept.tobytes()).hexdigest()[:16], flush=True)
+"""
+
+
+def test_every_replica_on_every_worker_draws_its_own_masks():
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", DRAW_MASKS],
+            env=worker_environment(tf_config, "-1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tf_config in worker_tf_configs(free_ports(WORKERS))
+    ]
+    masks = []
+    try:
+        for process in processes:
+            output, errors = process.communicate(timeout=300)
+            assert process.returncode == 0, errors[-3000:]
+            masks.append(
+                [line.split()[1] for line in output.splitlines() if line.startswith("mask ")]
+            )
+    finally:
+        for process in processes:
+            process.kill()
+    assert [len(drawn) for drawn in masks] == [CALLS] * WORKERS, masks
+    # Each worker's masks at each call, and its calls: every mask drawn once.
+    every_mask = [mask for drawn in masks for mask in drawn]
+    assert len(set(every_mask)) == len(every_mask), masks
