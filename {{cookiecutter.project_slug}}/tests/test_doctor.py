@@ -148,23 +148,27 @@ def half_a_second_later(features, labels):
     return features + tf.cast(delay, features.dtype), labels
 
 
-{% if cookiecutter.task == "image" -%}
-def unsynchronized_batch_norm():
-    return keras.layers.BatchNormalization(synchronized=False)
+def with_per_replica_batch_norm(build_model):
+    """The model `build_model` builds, with a BatchNormalization of per-replica
+    statistics on its output (any model: a user's own, a backbone's)."""
+
+    def build(statistics):
+        model = build_model(statistics)
+        normalized = keras.layers.BatchNormalization(synchronized=False)(model.outputs[0])
+        return keras.Model(model.inputs, normalized)
+
+    return build
 
 
 def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monkeypatch):
-    monkeypatch.setattr(
-        "{{ cookiecutter.package_name }}.task.batch_norm",
-        unsynchronized_batch_norm,
-    )
-    failed = failures(doctor_on("{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}", config, monkeypatch))
-    sync = named("sync", "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}")
-    assert "statistics over each replica's share of the batch" in failed[sync]
-    assert "build them with BatchNormalization(synchronized=True)" in failed[sync]
+    loop = "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}"
+    builder = f"{{ cookiecutter.package_name }}.engine_{loop}.build_model"
+    monkeypatch.setattr(builder, with_per_replica_batch_norm(build_model))
+    failed = failures(doctor_on(loop, config, monkeypatch))[named("sync", loop)]
+    assert "statistics over each replica's share of the batch" in failed
+    assert "build every one with BatchNormalization(synchronized=True)" in failed
 
 
-{% endif -%}
 def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     config, two_replicas, monkeypatch
 ):

@@ -45,11 +45,16 @@ NATIVE_STARTUP_NOISE = re.compile(
 
 
 def add_config_flags(parser, command):
-    """The training settings `command` takes (config.TrainConfig), as flags."""
+    """The training settings (config.TrainConfig) as flags. Every command that
+    takes them takes all of them, so a train command line runs as a doctor one;
+    those `command` does not use say so in their help."""
     parser.add_argument("--config", help="TOML file; keys are these flags with underscores")
     for field in dataclasses.fields(TrainConfig):
-        if command in field.metadata["commands"]:
-            parser.add_argument("--" + field.name.replace("_", "-"), **flag_options(field))
+        options = flag_options(field)
+        users = field.metadata["commands"]
+        if command not in users:
+            options["help"] += f" ({', '.join(users)} only: {command} ignores it)"
+        parser.add_argument("--" + field.name.replace("_", "-"), **options)
 {%- if cookiecutter.distribution == "multi_worker" %}
     # Not a setting here: given, it is refused in one line (run_train).
     parser.add_argument("--cpu-replicas", type=positive_int, help=argparse.SUPPRESS)

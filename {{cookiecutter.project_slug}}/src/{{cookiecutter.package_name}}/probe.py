@@ -254,10 +254,13 @@ def likely_cause(loss_ratio, replicas, split_ok, diverged, model):
     # Per-replica statistics also leave the replicas' moving averages apart.
     batch_norms = unsynchronized_batch_norms(model)
     if replicas > 1 and batch_norms:
+        named = ", ".join(batch_norms[:3]) + (", ..." if len(batch_norms) > 3 else "")
         return (
-            f"BatchNormalization layer(s) {', '.join(batch_norms[:3])} compute their"
-            " statistics over each replica's share of the batch, not the global batch -"
-            " build them with BatchNormalization(synchronized=True)"
+            f"{len(batch_norms)} of the model's BatchNormalization layers ({named}) compute"
+            " their statistics over each replica's share of the batch, not the global batch"
+            " - build every one with BatchNormalization(synchronized=True) (a model you did"
+            " not write, such as a keras.applications backbone: see the README's"
+            " 'Batch normalization')"
         )
     if diverged:
         return (
