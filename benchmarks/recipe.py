@@ -1,18 +1,22 @@
-"""Does the training recipe hold as the global batch grows? (issue 22)
+"""Does the training recipe hold as the global batch grows? (issues 22 and 34)
 
 On the tabular sample task (TFRecord shards the project writes), trains the same
-epochs at a global batch of 64 (2 replicas x 32) and at 4 times that (8
-replicas x 32), on logical CPU replicas:
+epochs on 2 logical CPU replicas at global batches of 1, 4 and 16 times the
+reference batch (256), for Adam and for SGD, on the defaults:
 
-  1x                 the default recipe: the rate scaled to the global batch,
-                     a warmup, a cosine decay
-  4x                 the default recipe at 4x the global batch
-  4x_without_recipe  4x the global batch on the 1x run's rate, constant, no
-                     warmup: what a run scaled out without the recipe gets
+  OPT_Nx                the default recipe at N times the reference batch: the
+                        rate scaled by the optimizer's rule (the square root
+                        for Adam, linear for SGD), a warmup, a cosine decay
+  adam_16x_linear       Adam at 16x on the linear rule (16x the rate), the
+                        rule the defaults used before issue 34
+  OPT_16x_without_recipe  16x on the reference rate, constant, no warmup:
+                        what a run scaled out without the recipe gets
+  small_OPT             a newcomer's small data set on the defaults: 142
+                        training examples, a global batch of 32, 5 epochs
 
 Each is trained from several seeds; the figures are the mean held-out accuracy
 and loss (eval_metric and eval_loss in the run's summary), and their spread over
-the seeds.
+the seeds. The quick mode (the test suite's) runs QUICK_RUNS on less data.
 
 Run by speed.py (make bench) on an installed tabular bake:
     python benchmarks/recipe.py PACKAGE WORKDIR [--quick]
@@ -26,40 +30,44 @@ from pathlib import Path
 
 import script
 
-PER_REPLICA_BATCH = 32
+REPLICAS = 2
 REFERENCE_BATCH = 256
-LEARNING_RATE = 0.01  # the default, for the reference batch
-# The 1x run's rate: 0.01 scaled from 256 to 64.
-ONE_X_RATE = LEARNING_RATE * 2 * PER_REPLICA_BATCH / REFERENCE_BATCH
-# fmt: off
+WITHOUT_RECIPE = ["--learning-rate-scaling", "none", "--warmup-steps", "0",
+                  "--lr-schedule", "constant"]
+# name -> (optimizer, global batch, data set, extra flags)
 RUNS = {
-    "1x": (2, []),
-    "4x": (8, []),
-    "4x_without_recipe": (
-        8,
-        [
-            "--learning-rate-scaling", "none",
-            "--learning-rate", str(ONE_X_RATE),
-            "--warmup-steps", "0",
-            "--lr-schedule", "constant",
-        ],
-    ),
+    **{
+        f"{optimizer}_{scale}x": (optimizer, scale * REFERENCE_BATCH, "large", [])
+        for optimizer in ("adam", "sgd")
+        for scale in (1, 4, 16)
+    },
+    "adam_16x_linear": ("adam", 16 * REFERENCE_BATCH, "large",
+                        ["--learning-rate-scaling", "linear"]),
+    "adam_16x_without_recipe": ("adam", 16 * REFERENCE_BATCH, "large", WITHOUT_RECIPE),
+    "sgd_16x_without_recipe": ("sgd", 16 * REFERENCE_BATCH, "large", WITHOUT_RECIPE),
+    "small_adam": ("adam", 32, "small", []),
+    "small_sgd": ("sgd", 32, "small", []),
 }
-# fmt: on
-# (training examples, epochs, seeds) by mode: an epoch of 16384 examples is 256
-# steps at 1x and 64 at 4x, short of convergence, where the recipe matters most.
-SIZES = {False: (16384, 1, (1, 2, 3)), True: (4096, 1, (1,))}
+QUICK_RUNS = ("adam_1x", "adam_16x", "adam_16x_linear", "small_adam")
+# data set -> (training examples, epochs) by mode. The large set: 16 epochs of
+# 16384 examples are 1024 steps at 1x and 64 at 16x.
+DATA = {
+    False: {"large": (16384, 16), "small": (142, 5)},
+    True: {"large": (4096 * 2, 1), "small": (142, 5)},
+}
+SEEDS = {False: (1, 2, 3), True: (1,)}
 # The recipe holds when 4x is within this of 1x (held-out accuracy).
 TOLERANCE = 0.01
 
 
-def run(package, data_dir, model_dir, replicas, flags, epochs, seed):
+def run(package, data_dir, model_dir, optimizer, global_batch, flags, epochs, seed):
     summary = Path(f"{model_dir}.json")
     # fmt: off
     command = [
         sys.executable, "-m", package, "train",
-        "--cpu-replicas", str(replicas),
-        "--per-replica-batch-size", str(PER_REPLICA_BATCH),
+        "--cpu-replicas", str(REPLICAS),
+        "--optimizer", optimizer,
+        "--per-replica-batch-size", str(global_batch // REPLICAS),
         "--epochs", str(epochs), "--seed", str(seed),
         "--data-dir", str(data_dir), "--model-dir", str(model_dir),
         "--summary-json", str(summary),
@@ -70,49 +78,52 @@ def run(package, data_dir, model_dir, replicas, flags, epochs, seed):
     return json.loads(summary.read_text())
 
 
-def measure(package, workdir, quick):
-    examples, epochs, seeds = SIZES[quick]
-    data_dir = workdir / "recipe-data"
+def make_data(package, data_dir, examples):
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            package,
-            "make-data",
-            "--output-dir",
-            str(data_dir),
-            "--examples",
-            str(examples),
-        ],
+        [sys.executable, "-m", package, "make-data", "--output-dir", str(data_dir),
+         "--examples", str(examples), "--num-files", "2"],
         check=True,
         capture_output=True,
     )
-    accuracy, loss = {name: [] for name in RUNS}, {name: [] for name in RUNS}
-    for seed in seeds:
-        for name, (replicas, flags) in RUNS.items():
-            summary = run(
-                package, data_dir, workdir / f"recipe-{name}-{seed}", replicas, flags, epochs, seed
-            )
-            accuracy[name].append(summary["eval_metric"])
-            loss[name].append(summary["eval_loss"])
+
+
+def measure(package, workdir, quick):
+    names = QUICK_RUNS if quick else tuple(RUNS)
+    data_dirs = {}
+    for data, (examples, _) in DATA[quick].items():
+        data_dirs[data] = workdir / f"recipe-data-{data}"
+        make_data(package, data_dirs[data], examples)
+    accuracy, loss, learning_rate = {}, {}, {}
+    for seed in SEEDS[quick]:
+        for name in names:
+            optimizer, global_batch, data, flags = RUNS[name]
+            epochs = DATA[quick][data][1]
+            summary = run(package, data_dirs[data], workdir / f"recipe-{name}-{seed}",
+                          optimizer, global_batch, flags, epochs, seed)
+            accuracy.setdefault(name, []).append(summary["eval_metric"])
+            loss.setdefault(name, []).append(summary["eval_loss"])
+            learning_rate[name] = summary["peak_learning_rate"]
     mean = {name: statistics.mean(values) for name, values in accuracy.items()}
-    return {
+    results = {
         "task": "tabular",
-        "training_examples": examples,
-        "epochs": epochs,
-        "seeds": list(seeds),
-        "global_batch": {
-            name: replicas * PER_REPLICA_BATCH for name, (replicas, _) in RUNS.items()
-        },
+        "data": {data: {"training_examples": examples, "epochs": epochs}
+                 for data, (examples, epochs) in DATA[quick].items()},
+        "seeds": list(SEEDS[quick]),
+        "global_batch": {name: RUNS[name][1] for name in names},
+        "peak_learning_rate": learning_rate,
         "eval_accuracy": accuracy,
         "eval_loss": loss,
         "mean_eval_accuracy": mean,
         "mean_eval_loss": {name: statistics.mean(values) for name, values in loss.items()},
         "accuracy_spread": {name: max(values) - min(values) for name, values in accuracy.items()},
         "tolerance": TOLERANCE,
-        "recipe_holds": abs(mean["4x"] - mean["1x"]) <= TOLERANCE,
-        "without_recipe_below_1x": mean["1x"] - mean["4x_without_recipe"],
     }
+    if not quick:
+        results["recipe_holds_at_4x"] = {
+            optimizer: abs(mean[f"{optimizer}_4x"] - mean[f"{optimizer}_1x"]) <= TOLERANCE
+            for optimizer in ("adam", "sgd")
+        }
+    return results
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.optimizer import (
     WarmupThenDecay,
+    describe_scaling,
     learning_rate_schedule,
     make_optimizer,
     scaled_learning_rate,
@@ -32,6 +33,23 @@ from {{ cookiecutter.package_name }}.training import build_engine, plan_run, tra
 def test_the_rate_is_scaled_by_the_global_batch(scaling, global_batch, expected):
     config = TrainConfig(learning_rate=0.01, learning_rate_scaling=scaling)
     assert scaled_learning_rate(config, global_batch) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "optimizer, rule, at_4096",
+    [("adam", "sqrt", 0.04), ("adamw", "sqrt", 0.04), ("sgd", "linear", 0.16)],
+)
+def test_by_default_the_rate_follows_the_optimizers_scaling_rule(optimizer, rule, at_4096):
+    # At 16x the reference batch, Adam on the linear rule would get 16x the rate.
+    config = TrainConfig(learning_rate=0.01, optimizer=optimizer)
+    assert scaled_learning_rate(config, 4096) == pytest.approx(at_4096)
+    assert describe_scaling(config, 4096) == (
+        f"0.01 at batch 256 scaled to the global batch 4096 by {rule}, {optimizer}'s rule"
+    )
+    given = TrainConfig(learning_rate=0.01, optimizer=optimizer, learning_rate_scaling="none")
+    assert describe_scaling(given, 32) == (
+        "--learning-rate as given, not scaled to the global batch 32"
+    )
 
 
 def rates(schedule, steps):

@@ -55,9 +55,12 @@ class TrainConfig:
         0.01, "the peak learning rate for a global batch of --reference-batch-size"
     )
     reference_batch_size: int = setting(256, "the global batch --learning-rate is given for")
-    learning_rate_scaling: str = setting(
-        "linear",
-        "the rate times (global batch / reference batch) (linear), its square root (sqrt), or 1",
+    # Adaptive optimizers keep their behaviour under a square-root rule (Malladi
+    # et al. 2022), SGD under the linear one (Goyal et al. 2017): optimizer.py.
+    learning_rate_scaling: str | None = setting(
+        None,
+        "the rate times (global batch / reference batch) (linear), its square root (sqrt),"
+        " or 1 (default: sqrt for adam and adamw, linear for sgd)",
         choices=SCALING_RULES,
     )
     warmup_steps: int | None = setting(

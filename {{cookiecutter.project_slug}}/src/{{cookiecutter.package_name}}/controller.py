@@ -29,6 +29,7 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, write_atomically
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
+from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
@@ -111,12 +112,9 @@ class Controller:
         """Train from the last checkpoint to the last epoch; return the summary."""
         self.watchdog.start()
         log.info(
-            "learning rate: %.4g (%s, for global batch %d from %g at %d), %s",
+            "learning rate: %.4g (%s), %s",
             self.learning_rate.peak,
-            self.config.learning_rate_scaling,
-            self.plan.global_batch_size,
-            self.config.learning_rate,
-            self.config.reference_batch_size,
+            describe_scaling(self.config, self.plan.global_batch_size),
             self.learning_rate.describe(),
         )
         try:
@@ -333,6 +331,7 @@ class Controller:
             "steps_per_epoch": self.plan.steps_per_epoch,
             "checkpoint_every": self.config.checkpoint_every,
             "peak_learning_rate": self.learning_rate.peak,
+            "learning_rate_scaling": scaling_rule(self.config),
             "warmup_steps": self.learning_rate.warmup_steps,
             "ema_decay": self.config.ema_decay,
             "resumed_from": (

@@ -29,12 +29,37 @@ STEP_BOUNDARIES = (1 / 3, 2 / 3)
 STEP_FACTOR = 0.1
 
 
+# The scaling rule when --learning-rate-scaling is not given: the one under which
+# the optimizer trains alike at any batch. Linear for SGD (Goyal et al. 2017); the
+# square root for Adam and AdamW (Malladi et al. 2022), whose linear rule gives 16x
+# the rate at 256x the batch and diverges.
+SCALING_BY_OPTIMIZER = {"sgd": "linear", "adam": "sqrt", "adamw": "sqrt"}
+
+
+def scaling_rule(config):
+    """The rule that scales `config`'s learning rate: the one given, or the
+    optimizer's own (SCALING_BY_OPTIMIZER)."""
+    return config.learning_rate_scaling or SCALING_BY_OPTIMIZER[config.optimizer]
+
+
 def scaled_learning_rate(config, global_batch_size):
     """`config.learning_rate`, given for a global batch of
     `config.reference_batch_size`, scaled to `global_batch_size`."""
     ratio = global_batch_size / config.reference_batch_size
-    factor = {"linear": ratio, "sqrt": math.sqrt(ratio), "none": 1.0}[config.learning_rate_scaling]
+    factor = {"linear": ratio, "sqrt": math.sqrt(ratio), "none": 1.0}[scaling_rule(config)]
     return config.learning_rate * factor
+
+
+def describe_scaling(config, global_batch_size):
+    """How the run's rate came from --learning-rate, for the log."""
+    rule = scaling_rule(config)
+    if rule == "none":
+        return f"--learning-rate as given, not scaled to the global batch {global_batch_size}"
+    why = "" if config.learning_rate_scaling else f", {config.optimizer}'s rule"
+    return (
+        f"{config.learning_rate:g} at batch {config.reference_batch_size} scaled to the global"
+        f" batch {global_batch_size} by {rule}{why}"
+    )
 
 
 def warmup_steps(config, total_steps):
