@@ -65,6 +65,7 @@ FRAMEWORK_TESTS = (
     "test_kubernetes.py",
     "test_preflight.py",
     "test_recipe.py",
+    "test_run_settings.py",
     "test_slurm.py",
     "test_strategy.py",
 )

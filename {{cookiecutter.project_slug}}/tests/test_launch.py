@@ -153,6 +153,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
             assert sorted(path.name for path in model_dir.iterdir()) == [
                 "checkpoints",
                 "logs",
+                "settings.json",
                 "statistics.json",
                 "worker-1.log",
             ]
@@ -173,6 +174,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
         "final.weights.h5",
         "logs",
         "model.keras",
+        "settings.json",
         "statistics.json",
         "worker-1.log",
     ]

@@ -458,6 +458,7 @@ def test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it(
         "final.weights.h5",
         "logs",
         "model.keras",
+        "settings.json",
         "statistics.json",
         "summary.json",
     ]

@@ -170,6 +170,10 @@ class Checkpoints:
             self.checkpoint, os.path.join(write_dir, CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
         )
 
+    def exist(self):
+        """Whether the model directory holds a checkpoint to resume from."""
+        return tf.train.get_checkpoint_state(self.restore_dir) is not None
+
     def restore(self):
         """Restore the newest kept checkpoint that restores; return its position,
         or None. A newest one that cannot be read (a data file cut short by a

@@ -84,6 +84,12 @@ class TrainConfig:
         " evaluation, the final model and the export use it (default: off)",
     )
     seed: int = setting(42, "shuffling and initial weights")
+    resume_with_changes: bool = setting(
+        False,
+        "resume the run in --model-dir even though settings that define it changed (the"
+        " optimizer, the learning rate and its schedule, the seed, ...)",
+        commands=("train",),
+    )
     model_dir: str = setting(
         "runs/latest", "checkpoints, logs and the final model", commands=("train",)
     )

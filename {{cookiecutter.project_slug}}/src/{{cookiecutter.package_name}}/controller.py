@@ -62,6 +62,7 @@ class Controller:
     plan            the data plan: global batch, steps per epoch, the sources
     config          the run's settings (epochs, checkpoint interval, steps per call)
     checkpoints     restores and saves the model, optimizer and `progress`
+    settings        the run's settings, checked on resume and kept (run_settings.py)
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
     training_input  (epoch, first step, epochs) -> the distributed training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
@@ -79,6 +80,7 @@ class Controller:
         config,
         *,
         checkpoints,
+        settings,
         evaluate,
         training_input,
         learning_rate,
@@ -93,6 +95,7 @@ class Controller:
         self.plan = plan
         self.config = config
         self.checkpoints = checkpoints
+        self.settings = settings
         self.progress = checkpoints.progress
         self.evaluate = evaluate
         self.training_input = training_input
@@ -119,7 +122,12 @@ class Controller:
         )
         try:
             with self.watchdog.watching("restore", "restoring the checkpoint", A_PEER_OR_STORAGE):
+                if self.checkpoints.exist():
+                    # Before the restore: another optimizer would fail it less clearly.
+                    self.settings.check_resumption()
                 resumed_from = self.checkpoints.restore()
+            if is_chief(self.strategy):
+                self.settings.keep()
             if resumed_from is None:
                 log.info("starting fresh")
                 if self.config.recovery_trials:

@@ -27,6 +27,7 @@ from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled
 {%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 from {{ cookiecutter.package_name }}.optimizer import AveragedWeights, learning_rate_schedule
+from {{ cookiecutter.package_name }}.run_settings import RunSettings
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -115,6 +116,7 @@ def build_controller(config, strategy, plan, engine, model_dir):
         engine,
         plan,
         config,
+        settings=RunSettings(config, model_dir, config.epochs * plan.steps_per_epoch),
         checkpoints=Checkpoints(
             {
                 "model": engine.model,
