@@ -31,16 +31,18 @@ tf.config.set_logical_device_configuration(
     [tf.config.LogicalDeviceConfiguration()] * REPLICAS,
 )
 
+import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-{% if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }} import task  # noqa: E402
-{%- endif %}
+
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import ArraySource  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
+{%- endif %}
+from {{ cookiecutter.package_name }}.probe import without_randomness  # noqa: E402
+{%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.sources import make_data  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
@@ -136,9 +138,25 @@ def assert_mixed_precision(model, optimizer):
 {%- endif %}
 
 
+def saved_arrays(path):
+    """Every array in the weights file at `path`, by its path in the file: read
+    without building a model, so the runs compared may train any model."""
+    arrays = {}
+
+    def keep(name, item):
+        if isinstance(item, h5py.Dataset):
+            arrays[name] = item[()]
+
+    with h5py.File(path, "r") as saved:
+        saved.visititems(keep)
+    return arrays
+
+
 def assert_same_weights(path_a, path_b, atol):
-    for left, right in zip(load_weights(path_a), load_weights(path_b), strict=True):
-        np.testing.assert_allclose(left, right, rtol=0, atol=atol)
+    left, right = saved_arrays(path_a), saved_arrays(path_b)
+    assert sorted(left) == sorted(right)
+    for name, array in left.items():
+        np.testing.assert_allclose(array, right[name], rtol=0, atol=atol, err_msg=name)
 
 
 def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
@@ -155,16 +173,61 @@ def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
         assert_same_weights(single["weights_path"], unclipped["weights_path"], atol=1e-3)
 
 
+def with_every_engine_model(monkeypatch, change):
+    """Make each engine build `change(model)` of the model it builds."""
+    for loop in LOOPS:
+        module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
+        monkeypatch.setattr(module, "build_model", changed_builder(module.build_model, change))
+
+
+def changed_builder(build, change):
+    return lambda statistics: change(build(statistics))
+
+
+class Unnormalized(keras.layers.Layer):
+    """The identity, called as the BatchNormalization it stands for was."""
+
+    def call(self, inputs, **kwargs):
+        return inputs
+
+
+def without_batch_norm_layers(model):
+    """`model` rebuilt with the identity in place of each BatchNormalization
+    (nested models too); `model` itself when it has none."""
+    layers = model._flatten_layers()
+    if not any(isinstance(layer, keras.layers.BatchNormalization) for layer in layers):
+        return model
+
+    def replace(layer):
+        if isinstance(layer, keras.layers.BatchNormalization):
+            return Unnormalized(name=layer.name)
+        if isinstance(layer, keras.Model):
+            return without_batch_norm_layers(layer)
+        return layer.__class__.from_config(layer.get_config())
+
+    return keras.models.clone_model(model, clone_function=replace)
+
+
 @pytest.fixture
-def without_batch_norm({% if cookiecutter.task == "image" %}monkeypatch{% endif %}):
-    """The sample model without batch normalization, which normalizes each
+def without_batch_norm(monkeypatch):
+    """The project's model without batch normalization, which normalizes each
     micro-batch of an accumulated update, not the update's global batch (see the
     README): the model gradient accumulation is compared with one device on."""
-{%- if cookiecutter.task == "image" %}
-    monkeypatch.setattr(task, "batch_norm", lambda: keras.layers.Activation("linear"))
-{%- endif %}
-    layers = build_model(sample_statistics())._flatten_layers()
-    assert not any(isinstance(layer, keras.layers.BatchNormalization) for layer in layers)
+    with_every_engine_model(monkeypatch, without_batch_norm_layers)
+
+
+@pytest.fixture
+def without_random_layers(monkeypatch):
+    """The project's model with its random layers (Dropout, noise, augmentation)
+    in inference mode, as the doctor compares: N replicas draw other numbers
+    than one device, by design, so they agree only without them."""
+    with_every_engine_model(monkeypatch, switched_off)
+
+
+def switched_off(model):
+    left_on = without_randomness(model)
+    assert not left_on, f"random layers whose call takes no `training`: {left_on}"
+    return model
 
 
 def assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, loop):

@@ -1,8 +1,6 @@
 """The custom engine under MirroredStrategy computes what one device computes."""
-{%- if cookiecutter.task == "image" %}
 
 import os
-{%- endif %}
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from conftest import (
     is_distributed,
     load_weights,
     sample_statistics,
+    with_every_engine_model,
 )
 {%- else %}
 from conftest import (
@@ -26,6 +25,7 @@ from conftest import (
     assert_same_weights,
     is_distributed,
     sample_statistics,
+    with_every_engine_model,
 )
 {%- endif %}
 
@@ -50,7 +50,9 @@ LOOP = {}
 {%- endif %}
 
 
-def test_two_replicas_train_like_one_device(two_replicas, one_device, sgd_config):
+def test_two_replicas_train_like_one_device(
+    two_replicas, one_device, sgd_config, without_random_layers
+):
     distributed = train(sgd_config("two", 64, **LOOP), two_replicas)
     single = train(sgd_config("one", 128, **LOOP), one_device)
     assert (distributed["replicas"], single["replicas"]) == (2, 1)
@@ -73,12 +75,14 @@ def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config
     assert_same_weights(grouped["weights_path"], single["weights_path"], atol=1e-6)
 
 
-def test_gradient_clipping_on_two_replicas_equals_one_device(two_replicas, one_device, sgd_config):
+def test_gradient_clipping_on_two_replicas_equals_one_device(
+    two_replicas, one_device, sgd_config, without_random_layers
+):
     assert_clipped_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 
 
 def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
-    two_replicas, one_device, sgd_config, without_batch_norm
+    two_replicas, one_device, sgd_config, without_batch_norm, without_random_layers
 ):
     assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 
@@ -86,7 +90,9 @@ def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
 {%- if cookiecutter.task == "tabular" %}
 
 
-def test_xla_compiled_step_trains_like_the_plain_step(two_replicas, sgd_config):
+def test_xla_compiled_step_trains_like_the_plain_step(
+    two_replicas, sgd_config, without_random_layers
+):
     plain = train(sgd_config("plain", 64, epochs=2, **LOOP), two_replicas)
     compiled = train(sgd_config("xla", 64, epochs=2, jit_compile=True, **LOOP), two_replicas)
     np.testing.assert_allclose(compiled["losses"], plain["losses"], rtol=0, atol=1e-5)
@@ -120,15 +126,22 @@ def test_xla_is_refused_for_a_model_whose_layers_all_reduce_in_the_step():
     with pytest.raises(TrainerError, match=r"^--jit-compile cannot .*\(synced\) all-reduce inside"):
         check_compilable(model)
     check_compilable(keras.Model(inputs, keras.layers.Dense(2)(inputs)))  # no such layer
-{%- if cookiecutter.task == "image" %}
 
 
-def test_xla_on_the_sample_model_is_refused_before_anything_is_written(two_replicas, sgd_config):
+def with_synchronized_batch_norm(model):
+    normalized = keras.layers.BatchNormalization(synchronized=True, name="synced")(model.outputs[0])
+    return keras.Model(model.inputs, normalized)
+
+
+def test_xla_on_such_a_model_is_refused_before_anything_is_written(
+    two_replicas, sgd_config, monkeypatch
+):
+    with_every_engine_model(monkeypatch, with_synchronized_batch_norm)
     config = sgd_config("xla", 16, jit_compile=True, **LOOP)
-    with pytest.raises(TrainerError, match=r"^--jit-compile cannot .*batch_normalization"):
+    refused = r"^--jit-compile cannot .* BatchNormalization\(synchronized=True\) layers \(.+\)"
+    with pytest.raises(TrainerError, match=refused):
         train(config, two_replicas)
     assert not os.path.exists(config.model_dir)
-{%- endif %}
 
 
 def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):

@@ -57,7 +57,9 @@ def batches(count, global_batch_size):
     return examples.batch(global_batch_size, drop_remainder=True)
 
 
-def test_two_replicas_train_like_one_device(two_replicas, one_device, sgd_config):
+def test_two_replicas_train_like_one_device(
+    two_replicas, one_device, sgd_config, without_random_layers
+):
     distributed = train(sgd_config("two", 64, **LOOP), two_replicas)
     single = train(sgd_config("one", 128, **LOOP), one_device)
     assert (distributed["replicas"], single["replicas"]) == (2, 1)
@@ -100,13 +102,15 @@ def test_upstream_keras3_optimizer_still_clips_each_replica(
 {%- else %}
 
 
-def test_gradient_clipping_on_two_replicas_equals_one_device(two_replicas, one_device, sgd_config):
+def test_gradient_clipping_on_two_replicas_equals_one_device(
+    two_replicas, one_device, sgd_config, without_random_layers
+):
     assert_clipped_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 {%- endif %}
 
 
 def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
-    two_replicas, one_device, sgd_config, without_batch_norm
+    two_replicas, one_device, sgd_config, without_batch_norm, without_random_layers
 ):
     assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, LOOP)
 

@@ -27,10 +27,10 @@ from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled
 {%- endif %}
 from {{ cookiecutter.package_name }}.evaluation import make_evaluator
 from {{ cookiecutter.package_name }}.optimizer import AveragedWeights, learning_rate_schedule
-from {{ cookiecutter.package_name }}.run_settings import RunSettings
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
+from {{ cookiecutter.package_name }}.run_settings import RunSettings
 from {{ cookiecutter.package_name }}.sources import load_sources
 from {{ cookiecutter.package_name }}.strategy import describe, is_chief, worker_count
 from {{ cookiecutter.package_name }}.watchdog import Watchdog
