@@ -268,6 +268,8 @@ CONDITIONAL_FILES = {
     "tests/test_randomness_on_workers.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/precision.py": lambda o: o["mixed_precision"] != "no",
     "examples/token_task.py": lambda o: o["task"] == "tabular",
+    "examples/noisy_task.py": lambda o: o["task"] == "tabular",
+    "examples/augmented_task.py": lambda o: o["task"] == "image",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/importing.py": lambda o: o["data_source"] == "tfrecord",

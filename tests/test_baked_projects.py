@@ -163,6 +163,11 @@ def test_slow_matrix_covers_every_value():
                                                            "ci_provider": "none",
                                                            "license": "MIT"})
     }
+    assert RANDOM_LAYERS_RESUME in FRAMEWORK_CASES
+    for example, options in EXAMPLES.items():
+        files = rules.expected_files({**options, "package_name": "p", "ci_provider": "none",
+                                      "license": "MIT"})
+        assert f"examples/{example}" in files, example
 
 
 @pytest.mark.slow
@@ -202,9 +207,13 @@ def passes_its_own_tests(project, pytest_arguments):
 
 
 # The framework does not depend on the sample task: a project whose task.py is
-# replaced by its worked example (token ids, not float features; an Embedding
-# model; 5 classes; its own record format and augmentation; top-2 accuracy)
-# passes its equivalence, resume, evaluation, export and doctor tests unchanged.
+# replaced by a worked example from its examples/ passes its equivalence, resume,
+# evaluation, export and doctor tests unchanged. The examples: another problem
+# (token ids, not float features; an Embedding model; 5 classes; its own record
+# format and augmentation; top-2 accuracy), and models with random layers (the
+# sample classifier with Gaussian noise and dropout; the image model with
+# augmentation layers), whose exact resume, per-replica draws and equivalence
+# with one device are what the random-layer machinery is for.
 SECOND_TASK = {
     "task": "tabular",
     "training_loop": "both",
@@ -213,6 +222,19 @@ SECOND_TASK = {
     "data_source": "tfrecord",
     "mixed_precision": "float16",
     "launcher": "none",
+}
+EXAMPLES = {
+    "token_task.py": SECOND_TASK,
+    # Random layers on tf_keras (its tf.random.Generator path), both loops.
+    "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
+    # Keras 3's Random* augmentation layers, on the image model.
+    "augmented_task.py": {
+        **SECOND_TASK,
+        "task": "image",
+        "training_loop": "custom",
+        "data_source": "synthetic",
+        "mixed_precision": "no",
+    },
 }
 TASK_AGNOSTIC_TESTS = (
     "test_fit.py",
@@ -225,30 +247,38 @@ TASK_AGNOSTIC_TESTS = (
     "test_randomness.py",
     "test_statistics.py",
 )
+# A framework case the examples run anyway: they have random layers of their own.
+RANDOM_LAYERS_RESUME = (
+    "test_resume.py::test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights"
+)
 
 
 @pytest.mark.slow
-def test_a_project_trains_another_task_by_its_task_module_alone(cookies):
-    result = bake(cookies, project_name="second task", **SECOND_TASK)
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, example):
+    options = EXAMPLES[example]
+    name = example.removesuffix(".py").replace("_", " ")
+    result = bake(cookies, project_name=name, **options)
     assert result.exit_code == 0, result.exception
     project = Path(result.project_path)
-    package = project / "src" / "second_task"
-    (package / "task.py").write_text((project / "examples" / "token_task.py").read_text())
+    package = project / "src" / name.replace(" ", "_")
+    source = (project / "examples" / example).read_text()
+    (package / "task.py").write_text(source)
     install(project)
-    swapped = subprocess.run(
-        [sys.executable, "-c", "from second_task import task; print(task.METRIC_NAME)"],
-        capture_output=True,
-        text=True,
-    )
-    assert swapped.stdout.strip() == "top_2_accuracy", swapped.stderr[-2000:]
+    # The installed package runs the swapped module.
+    print_source = f"import inspect, {package.name}.task as t; print(inspect.getsource(t))"
+    swapped = subprocess.run([sys.executable, "-c", print_source], capture_output=True, text=True)
+    assert swapped.stdout == source + "\n", swapped.stderr[-2000:]
+    tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
     # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
+    cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
     passes_its_own_tests(
         project,
         [
             "-m",
             "not processes",
-            *(f"tests/{name}" for name in TASK_AGNOSTIC_TESTS),
-            *(f"--deselect=tests/{case}" for case in FRAMEWORK_CASES),
+            *(f"tests/{name}" for name in tests),
+            *(f"--deselect=tests/{case}" for case in cases),
         ],
     )
 

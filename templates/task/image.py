@@ -32,54 +32,9 @@ FORMAT = "tf.train.Example: image/encoded JPEG, image/class/label int64"
 SERVING_INPUT = tf.TensorSpec([None], tf.string, name="image_bytes")
 
 
-def batch_norm():
-    # Statistics over the global batch, not over each replica's share: only then
-    # do N replicas compute what one device computes (the doctor's sync check).
-    return keras.layers.BatchNormalization(synchronized=True)
+{% include "models/resnet.py" %}
 
-
-def conv(width, kernel_size=3, strides=1):
-    return keras.layers.Conv2D(
-        width,
-        kernel_size,
-        strides=strides,
-        padding="same",
-        use_bias=False,
-        kernel_regularizer=keras.regularizers.L2(WEIGHT_DECAY),
-    )
-
-
-def residual_block(x, width, strides):
-    y = keras.layers.ReLU()(batch_norm()(conv(width, strides=strides)(x)))
-    y = batch_norm()(conv(width)(y))
-    shortcut = x
-    if strides != 1 or x.shape[-1] != width:
-        shortcut = batch_norm()(conv(width, kernel_size=1, strides=strides)(x))
-    return keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
-
-
-def build_model(statistics):
-    """A small ResNet-style classifier of uint8 images, returning logits. Pixels are
-    standardized with the training images' per-channel mean and variance
-    (`statistics`, from statistics_from).
-
-    For ImageNet-size images, return keras.applications.ResNet50(weights=None,
-    input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3), classes=NUM_CLASSES) after the
-    Normalization layer instead; its BatchNormalization layers are not synchronized,
-    which the doctor's sync check reports on several replicas.
-    """
-    inputs = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), dtype="uint8", name="images")
-    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
-    x = keras.layers.ReLU()(batch_norm()(conv(STAGE_WIDTHS[0], strides=2)(x)))
-    for stage, width in enumerate(STAGE_WIDTHS):
-        for block in range(BLOCKS_PER_STAGE):
-            x = residual_block(x, width, strides=2 if stage > 0 and block == 0 else 1)
-    x = keras.layers.GlobalAveragePooling2D()(x)
-    # float32 logits keep the softmax and the loss numerically stable under mixed
-    # precision (and are the default dtype without it).
-    outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
-    return keras.Model(inputs, outputs, name="classifier")
-
+{% include model_partial | default("models/image.py") %}
 
 {% include "partials/classification.py" %}
 

@@ -383,7 +383,7 @@ def test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights(
     monkeypatch.setattr(module, "build_model", build_model_with_random_layers)
     # 6 steps an epoch, calls of 2, a checkpoint every 4: the 5th call (steps 9-10)
     # dies after the checkpoint at step 8, 2 steps into epoch 2.
-    settings = dict(epochs=2, steps_per_epoch=6, steps_per_call=2, checkpoint_every=4, loop=loop)
+    settings = dict(epochs=2, steps_per_epoch=6, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
     reference = train(sgd_config("uninterrupted", 64, **settings), two_replicas)
     config = sgd_config("killed", 64, **settings)
     build_engine = training.build_engine
