@@ -27,10 +27,11 @@ def build_model(statistics):
         weights=None,
         include_preprocessing=False,
     )
-    backbone = keras.models.clone_model(backbone, clone_function=synchronized)
+    synchronized_backbone = keras.models.clone_model(backbone, clone_function=synchronized)
+    synchronized_backbone.set_weights(backbone.get_weights())  # pretrained ones, if asked for
     inputs = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), dtype="uint8", name="images")
     x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
-    x = keras.layers.GlobalAveragePooling2D()(backbone(x))
+    x = keras.layers.GlobalAveragePooling2D()(synchronized_backbone(x))
     x = keras.layers.Dropout(DROPOUT_RATE)(x)
     # float32 logits keep the softmax and the loss numerically stable under mixed
     # precision (and are the default dtype without it).

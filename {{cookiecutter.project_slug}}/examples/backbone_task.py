@@ -2,8 +2,10 @@
 (MobileNetV3Small, its 34 BatchNormalization layers rebuilt synchronized) with a
 dropout head; the data, loss, metric and record format are the sample task's.
 
-Copy it over src/{{ cookiecutter.package_name }}/task.py and the framework trains it unchanged. The template's
-own tests swap it in and run the project's tests on it.
+Copy it over
+src/{{ cookiecutter.package_name }}/task.py
+and the framework trains it unchanged. The template's own tests swap it in and
+run the project's tests on it.
 """
 
 import numpy as np

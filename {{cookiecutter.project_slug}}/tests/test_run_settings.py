@@ -24,7 +24,7 @@ def changed_lines(caplog):
 @pytest.fixture
 def finished_run(one_device, sgd_config):
     """A 1-epoch run (6 steps), finished: its config, to rerun with changes."""
-    config = sgd_config("run", 128, epochs=1, steps_per_epoch=6)
+    config = sgd_config("run", 128, epochs=1, steps_per_epoch=6, learning_rate=0.05)
     train(config, one_device)
     return config
 

@@ -126,8 +126,6 @@ class Controller:
                     # Before the restore: another optimizer would fail it less clearly.
                     self.settings.check_resumption()
                 resumed_from = self.checkpoints.restore()
-            if is_chief(self.strategy):
-                self.settings.keep()
             if resumed_from is None:
                 log.info("starting fresh")
                 if self.config.recovery_trials:
@@ -135,6 +133,9 @@ class Controller:
             else:
                 self.progress.check_data_stream(self.checkpoints.restore_dir)
                 log.info("resumed from epoch %d step %d", *resumed_from)
+            # After every refusal: a refused rerun leaves the run's settings as they were.
+            if is_chief(self.strategy):
+                self.settings.keep()
             with PreemptionWatch(self.strategy) as preemption, self.summary_writer.as_default():
                 epoch, step = self.progress.position
                 if epoch < self.config.epochs:

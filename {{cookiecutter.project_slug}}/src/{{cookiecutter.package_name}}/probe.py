@@ -159,8 +159,15 @@ def in_inference_mode(layer):
 
 def without_randomness(model):
     """Put the model's random layers (compat.random_layers) in inference mode;
-    return the names of those that could not be."""
-    return [layer.name for layer in random_layers(model) if not in_inference_mode(layer)]
+    return the names of those left on: a layer that holds other layers (its
+    batch normalization would switch to inference too, hiding a sync fault), or
+    whose call takes no `training`."""
+    left_on = []
+    for layer in random_layers(model):
+        holds_layers = any(True for _ in layer._flatten_layers(include_self=False))
+        if holds_layers or not in_inference_mode(layer):
+            left_on.append(layer.name)
+    return left_on
 
 
 def sgd_config(config):
@@ -228,7 +235,7 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
             " draws its own random numbers)"
         )
     if left_on:
-        detail += f"; random layer(s) whose call takes no `training`, left on: {', '.join(left_on)}"
+        detail += f"; random layer(s) left on: {', '.join(left_on)}"
     if relative <= UPDATE_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE and not diverged:
         if replicas == 1:
             detail += (
@@ -239,8 +246,9 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
     if left_on:
         raise CheckFailed(
             f"{detail}; the random layers left on draw other numbers on {replicas} replicas"
-            " than on one device - give their call a `training` argument (Keras passes it)"
-            " so that this check can switch them off"
+            " than on one device - draw in layers of their own that hold no other layers"
+            " and whose call takes `training` (Keras passes it), so that this check can"
+            " switch them off"
         )
     cause = likely_cause(ratio, replicas, split_ok, diverged, distributed.model)
     raise CheckFailed(f"{detail}; {cause}")
