@@ -164,6 +164,10 @@ def test_slow_matrix_covers_every_value():
                                                            "license": "MIT"})
     }
     assert RANDOM_LAYERS_RESUME in FRAMEWORK_CASES
+    for case in (case for cases in EXAMPLE_TESTS.values() for case in cases):
+        name, _, test = case.partition("::")
+        text = (template_tests / name).read_text(encoding="utf-8")
+        assert not test or f"def {test}(" in text, case
     for example, options in EXAMPLES.items():
         files = rules.expected_files({**options, "package_name": "p", "ci_provider": "none",
                                       "license": "MIT"})
@@ -235,6 +239,15 @@ EXAMPLES = {
         "data_source": "synthetic",
         "mixed_precision": "no",
     },
+    # A deep keras.applications backbone (MobileNetV3Small), whose float rounding
+    # grows through its layers step after step.
+    "backbone_task.py": {
+        **SECOND_TASK,
+        "task": "image",
+        "training_loop": "custom",
+        "data_source": "synthetic",
+        "mixed_precision": "no",
+    },
 }
 TASK_AGNOSTIC_TESTS = (
     "test_fit.py",
@@ -251,6 +264,17 @@ TASK_AGNOSTIC_TESTS = (
 RANDOM_LAYERS_RESUME = (
     "test_resume.py::test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights"
 )
+# The backbone's steps cost 5-10 times the samples' on CPUs: it runs what its
+# depth can break (a comparison with one device, the doctor's, an exact resume,
+# export).
+EXAMPLE_TESTS = {
+    "backbone_task.py": (
+        "test_custom_loop.py::test_two_replicas_train_like_one_device",
+        "test_doctor.py::test_doctor_passes_on_the_generated_code",
+        RANDOM_LAYERS_RESUME,
+        "test_export.py",
+    ),
+}
 
 
 @pytest.mark.slow
@@ -269,6 +293,9 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
     print_source = f"import inspect, {package.name}.task as t; print(inspect.getsource(t))"
     swapped = subprocess.run([sys.executable, "-c", print_source], capture_output=True, text=True)
     assert swapped.stdout == source + "\n", swapped.stderr[-2000:]
+    if example in EXAMPLE_TESTS:
+        passes_its_own_tests(project, [f"tests/{case}" for case in EXAMPLE_TESTS[example]])
+        return
     tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
     # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
     cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]

@@ -56,15 +56,21 @@ def test_a_bad_shard_is_one_usage_error(text):
         parse_shard(text)
 
 
-def test_the_shard_option_selects_its_share():
+def slow_ids(*shard_option):
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist",
-         "-m", "slow", "--slow-shard", "2/4", "tests/test_baked_projects.py"],
+         "-m", "slow", *shard_option, "tests/test_baked_projects.py"],
         cwd=ROOT, capture_output=True, text=True,
     )
     assert collected.returncode == 0, collected.stdout + collected.stderr
-    ids = [line for line in collected.stdout.splitlines() if "::" in line]
-    expected = shard_of(COMBINATIONS, 2, 4)
-    assert [line.split("[", 1)[1].rstrip("]") for line in ids] == [
-        "-".join(c.values()) for c in expected
-    ]
+    return [line for line in collected.stdout.splitlines() if "::" in line]
+
+
+def test_the_shard_option_selects_its_share():
+    every = slow_ids()
+    combinations = [line.split("[", 1)[1].rstrip("]") for line in every
+                    if "test_baked_project_passes_its_own_tests[" in line]
+    assert combinations == ["-".join(c.values()) for c in COMBINATIONS]
+    shares = [slow_ids("--slow-shard", f"{k}/4") for k in range(1, 5)]
+    assert shares[1] == shard_of(every, 2, 4)
+    assert sorted(sum(shares, [])) == sorted(every)

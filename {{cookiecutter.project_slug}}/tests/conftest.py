@@ -165,32 +165,64 @@ def assert_same_weights(path_a, path_b, atol):
         np.testing.assert_allclose(array, right[name], rtol=0, atol=atol, err_msg=name)
 
 
-# N replicas and one device trained alike differ by float rounding: a small
-# share of what training changed (the largest change of a weight). Rounding
-# grows step by step through a deep network (MobileNetV3Small with synchronized
-# batch normalization, 16 steps: 1.2e-5), while a sync fault moves the weights
-# by a large share of the change (a scaling error: ~1e-2 of ~1e-2).
-TRAINED_ALIKE_SHARE = 1e-3
+# N replicas and one device trained alike differ by float rounding, which a deep
+# network amplifies step after step: MobileNetV3Small with synchronized batch
+# normalization ends sgd_config's 4 steps apart by 1.5e-3 of what training
+# changed (the largest change of a trainable weight; at 10 times the rate, by
+# 0.11). A sync fault moves the weights by a large share of the change: 0.57 for
+# per-replica batch normalization, 1.3 for a loss scaled by the local batch.
+TRAINED_ALIKE_SHARE = 1e-2
 
 
 def assert_trained_alike(distributed, single, config, strategy):
-    """The weights of the runs `distributed` and `single` (their summaries) agree
-    to TRAINED_ALIKE_SHARE of what training changed from the weights a run of
-    `config` starts from (the same seed and builder, on `strategy`)."""
+    """The trainable weights of the runs `distributed` and `single` (their
+    summaries) agree to TRAINED_ALIKE_SHARE of what training changed from the
+    weights a run of `config` starts from (the same seed and builder, on
+    `strategy`). Batch normalization's moving statistics are left to the
+    held-out loss, which is computed with them (assert_losses_alike): they are
+    not trained, and the synchronized layer's E[x^2] - E[x]^2 rounds them apart
+    by their own measure."""
     plan = plan_run(config, strategy)
     prepare_run(config)
-    engine = build_engine(config, strategy, plan, plan.train.statistics())
-    start_path = f"{config.model_dir}-start.weights.h5"
-    engine.model.save_weights(start_path)
-    start = saved_arrays(start_path)
-    left, right = saved_arrays(distributed["weights_path"]), saved_arrays(single["weights_path"])
-    assert sorted(left) == sorted(right) == sorted(start)
-    changed = max(float(np.max(np.abs(right[name] - start[name]))) for name in right)
+    model = build_engine(config, strategy, plan, plan.train.statistics()).model
+    start = trainable_arrays(model)
+    model.load_weights(distributed["weights_path"])
+    left = trainable_arrays(model)
+    model.load_weights(single["weights_path"])
+    right = trainable_arrays(model)
+    changed = max(
+        float(np.max(np.abs(after - before))) for after, before in zip(right, start, strict=True)
+    )
     assert changed > 0, "training changed no weight"
-    for name, array in left.items():
+    for index, variable in enumerate(model.trainable_variables):
         np.testing.assert_allclose(
-            array, right[name], rtol=0, atol=TRAINED_ALIKE_SHARE * changed, err_msg=name
+            left[index],
+            right[index],
+            rtol=0,
+            atol=TRAINED_ALIKE_SHARE * changed,
+            err_msg=f"trainable variable {index} ({variable.name})",
         )
+
+
+def trainable_arrays(model):
+    return [variable.numpy() for variable in model.trainable_variables]
+
+
+# Their reported losses differ by the same rounding (MobileNetV3Small, 2 epochs:
+# 1.6e-4 of the loss), while a reporting fault (one replica's share of the batch,
+# a sum for a mean) moves them by percents.
+LOSSES_ALIKE_SHARE = 1e-3
+
+
+def assert_losses_alike(distributed, single):
+    """The epochs' mean losses and the held-out loss of the runs `distributed`
+    and `single` (their summaries) agree to LOSSES_ALIKE_SHARE of their values."""
+    np.testing.assert_allclose(
+        distributed["losses"], single["losses"], rtol=LOSSES_ALIKE_SHARE, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        distributed["eval_loss"], single["eval_loss"], rtol=LOSSES_ALIKE_SHARE, atol=1e-6
+    )
 
 
 def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
@@ -201,11 +233,11 @@ def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
     distributed = train(sgd_config("two", 64, clip_norm=0.01, **loop), two_replicas)
     config = sgd_config("one", 128, clip_norm=0.01, **loop)
     single = train(config, one_device)
-    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
+    assert_losses_alike(distributed, single)
     assert_trained_alike(distributed, single, config, one_device)
     unclipped = train(sgd_config("unclipped", 128, **loop), one_device)
     with pytest.raises(AssertionError):  # the clipping did change the training
-        assert_same_weights(single["weights_path"], unclipped["weights_path"], atol=1e-3)
+        assert_trained_alike(unclipped, single, config, one_device)
 
 
 def with_every_engine_model(monkeypatch, change):
@@ -271,22 +303,22 @@ def assert_accumulated_like_one_device(two_replicas, one_device, sgd_config, loo
     loss by its own global batch (64) would double each update, and updating
     after each micro-batch would take twice the steps."""
     accumulated = train(sgd_config("accumulated", 32, accumulate_steps=2, **loop), two_replicas)
-    single = train(sgd_config("one", 128, **loop), one_device)
+    config = sgd_config("one", 128, **loop)
+    single = train(config, one_device)
     assert accumulated["accumulate_steps"] == 2
     assert accumulated["global_batch_size"] == single["global_batch_size"] == 128
     assert accumulated["global_step"] == single["global_step"]
     assert accumulated["peak_learning_rate"] == single["peak_learning_rate"]
-    np.testing.assert_allclose(accumulated["losses"], single["losses"], rtol=0, atol=1e-5)
-    assert_same_weights(accumulated["weights_path"], single["weights_path"], atol=1e-5)
-    assert abs(accumulated["eval_loss"] - single["eval_loss"]) < 1e-5
+    assert_losses_alike(accumulated, single)
+    assert_trained_alike(accumulated, single, config, one_device)
 
 
 @pytest.fixture
 def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     """Configs for equivalence checks: plain SGD under the float32 policy (Adam
     hides loss-scaling errors; float16 rounds differently on N replicas). Few,
-    gentle steps: a scaling error moves the weights by ~1e-2, while hundreds of
-    steps at a high rate can amplify float rounding past 1e-5. The rate is
+    gentle steps: a deep network amplifies float rounding step after step (see
+    TRAINED_ALIKE_SHARE), a sync fault shows from the first. The rate is
     constant, and scaled by the global batch as a run's is (from a reference of
     128, the global batch of most of these tests)."""
 
@@ -299,9 +331,7 @@ def sgd_config(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir
             warmup_steps=0,
             lr_schedule="constant",
 {%- if cookiecutter.task == "image" %}
-            # Batch normalization amplifies float rounding step after step: a gentle
-            # rate and 2 steps per epoch keep N replicas within 1e-5 of one device.
-            learning_rate=0.01,
+            learning_rate=0.001,
             steps_per_epoch=2,
 {%- else %}
             learning_rate=0.05,

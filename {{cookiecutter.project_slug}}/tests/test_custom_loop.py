@@ -10,6 +10,7 @@ from conftest import (
     assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
+    assert_losses_alike,
     assert_mixed_precision,
     assert_same_weights,
     assert_trained_alike,
@@ -23,6 +24,7 @@ from conftest import (
     assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
+    assert_losses_alike,
     assert_same_weights,
     assert_trained_alike,
     is_distributed,
@@ -31,7 +33,7 @@ from conftest import (
 )
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }} import TrainerError, engine_custom
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.engine_custom import (
     build_training_state,
@@ -63,10 +65,29 @@ def test_two_replicas_train_like_one_device(
     # reference here), not by a replica's (64).
     rate = sgd_config("rate", 64).learning_rate
     assert distributed["peak_learning_rate"] == single["peak_learning_rate"] == pytest.approx(rate)
-    np.testing.assert_allclose(distributed["losses"], single["losses"], rtol=0, atol=1e-5)
+    assert_losses_alike(distributed, single)
     assert_trained_alike(distributed, single, config, one_device)
     assert distributed["final_loss"] < distributed["losses"][0]
-    assert abs(distributed["eval_loss"] - single["eval_loss"]) < 1e-5
+
+
+def test_a_loss_scaled_by_the_local_batch_fails_the_comparison(
+    two_replicas, one_device, sgd_config, without_random_layers, monkeypatch
+):
+    """The comparison above can fail: each replica's loss averaged over its own
+    64 examples, not the global batch of 128, doubles every update."""
+    config = sgd_config("one", 128, **LOOP)
+    single = train(config, one_device)
+    replica_loss = engine_custom.replica_loss
+
+    def scaled_by_the_local_batch(model, labels, logits, global_batch_size, accumulate_steps=1):
+        return replica_loss(model, labels, logits, global_batch_size // 2, accumulate_steps)
+
+    monkeypatch.setattr(engine_custom, "replica_loss", scaled_by_the_local_batch)
+    distributed = train(sgd_config("two", 64, **LOOP), two_replicas)
+    with pytest.raises(AssertionError, match="trainable variable"):
+        assert_trained_alike(distributed, single, config, one_device)
+    with pytest.raises(AssertionError):
+        assert_losses_alike(distributed, single)
 
 
 def test_several_steps_per_call_equal_one_step_per_call(two_replicas, sgd_config):
@@ -96,10 +117,11 @@ def test_accumulating_two_micro_batches_on_two_replicas_equals_one_device(
 def test_xla_compiled_step_trains_like_the_plain_step(
     two_replicas, sgd_config, without_random_layers
 ):
-    plain = train(sgd_config("plain", 64, epochs=2, **LOOP), two_replicas)
+    config = sgd_config("plain", 64, epochs=2, **LOOP)
+    plain = train(config, two_replicas)
     compiled = train(sgd_config("xla", 64, epochs=2, jit_compile=True, **LOOP), two_replicas)
-    np.testing.assert_allclose(compiled["losses"], plain["losses"], rtol=0, atol=1e-5)
-    assert_same_weights(compiled["weights_path"], plain["weights_path"], atol=1e-5)
+    assert_losses_alike(compiled, plain)
+    assert_trained_alike(compiled, plain, config, two_replicas)
 
 
 def test_xla_compiles_the_replica_step_only_when_asked(two_replicas, sgd_config):
