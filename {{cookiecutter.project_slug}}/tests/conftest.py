@@ -194,13 +194,13 @@ def assert_trained_alike(distributed, single, config, strategy):
         float(np.max(np.abs(after - before))) for after, before in zip(right, start, strict=True)
     )
     assert changed > 0, "training changed no weight"
-    for index, variable in enumerate(model.trainable_variables):
+    for position, variable in enumerate(model.trainable_variables):
         np.testing.assert_allclose(
-            left[index],
-            right[index],
+            left[position],
+            right[position],
             rtol=0,
             atol=TRAINED_ALIKE_SHARE * changed,
-            err_msg=f"trainable variable {index} ({variable.name})",
+            err_msg=f"trainable variable {position} ({variable.name})",
         )
 
 
