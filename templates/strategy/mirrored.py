@@ -18,3 +18,9 @@ def make_any_worker(strategy):
     """flag -> whether any worker's flag is set: on one machine, this process's own."""
     del strategy
     return bool
+
+
+def make_every_worker(strategy):
+    """value -> every worker's value: on one machine, this process's own."""
+    del strategy
+    return lambda value: [value]

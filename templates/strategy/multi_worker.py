@@ -163,3 +163,24 @@ def make_any_worker(strategy):
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     return lambda flag: float(flags_set(tf.constant(float(flag)))) > 0
+
+
+def make_every_worker(strategy):
+    """value -> every worker's value (a list, in worker order). Every worker calls
+    it at the same point (a collective: a worker that did not would stall the
+    others)."""
+    replicas_per_worker = strategy.num_replicas_in_sync // worker_count(strategy)
+
+    @tf.function
+    def gathered(value):
+        per_replica = strategy.experimental_distribute_values_from_function(
+            lambda context: tf.reshape(tf.identity(value), [1])
+        )
+        return strategy.gather(per_replica, axis=0)
+
+    def every_worker(value):
+        # float64 holds any step count exactly; each worker's replicas are together.
+        values = gathered(tf.constant(float(value), tf.float64)).numpy()
+        return [int(values[index]) for index in range(0, len(values), replicas_per_worker)]
+
+    return every_worker

@@ -260,7 +260,7 @@ def test_the_watchdog_bounds_each_kind_by_its_slowest_after_the_first(monkeypatc
     # (test_resume.py stalls a real run's input pipeline; this is the bound alone.)
     monkeypatch.setattr(watchdog, "CHECK_SECONDS", 0.02)
     stalls = []
-    dog = watchdog.Watchdog(0.5, 143, on_stall=stalls.append)
+    dog = watchdog.Watchdog(0.5, 142, on_stall=stalls.append)
     dog.start()
     try:
         with dog.watching("training call", "tracing", "a peer"):
@@ -278,6 +278,6 @@ def test_the_watchdog_bounds_each_kind_by_its_slowest_after_the_first(monkeypatc
     assert len(stalls) == 1, stalls
     assert re.match(
         r"^no progress for \d s while running step 3 \(bound \d s: --stall-timeout 0.5, or 10x"
-        r" the slowest training call so far\) - likely a peer or the input; exiting 143",
+        r" the slowest training call so far\) - likely a peer or the input; exiting 142",
         stalls[0],
     ), stalls[0]

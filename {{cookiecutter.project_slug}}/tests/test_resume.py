@@ -216,7 +216,7 @@ sys.exit(cli.main(sys.argv[1:]))
 
 
 @pytest.mark.processes
-def test_a_stalled_run_exits_143_saying_where_and_the_rerun_resumes_exactly(
+def test_a_stalled_run_exits_142_saying_where_and_the_rerun_resumes_exactly(
     tmp_path,
     uninterrupted,
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -233,12 +233,12 @@ def test_a_stalled_run_exits_143_saying_where_and_the_rerun_resumes_exactly(
         text=True,
         timeout=300,
     )
-    assert run.returncode == 143, run.stderr[-3000:]
+    assert run.returncode == 142, run.stderr[-3000:]
     assert "(most recent call first)" in run.stderr  # every thread's stack
     stalled_at = re.search(
         r"^no progress for (\d+) s while running epoch \d+ steps \d+-\d+ \(bound (\d+) s:"
         r" --stall-timeout 10, .*\) - likely a worker that stopped .* or an input pipeline"
-        r" that stopped producing; exiting 143 so the job restarts from the last checkpoint$",
+        r" that stopped producing; exiting 142 so the job restarts from the last checkpoint$",
         run.stderr,
         re.MULTILINE,
     )
@@ -484,6 +484,50 @@ def wider_model(build_model):
         return type(model)(inputs, logits + keras.layers.Dense(logits.shape[-1])(logits))
 
     return build
+
+
+def flaky_storage(monkeypatch, failures):
+    """Checkpoint reads fail as storage that does not answer (UnavailableError),
+    `failures` times (None: always); returns the paths of the failed reads."""
+    restore, failed = tf.train.Checkpoint.restore, []
+
+    def restore_or_fail(self, path, *args, **kwargs):
+        if failures is None or len(failed) < failures:
+            failed.append(path)
+            raise tf.errors.UnavailableError(None, None, "the storage did not answer")
+        return restore(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(tf.train.Checkpoint, "restore", restore_or_fail)
+    monkeypatch.setattr(checkpointing, "RETRY_SECONDS", 0.01, raising=False)
+    return failed
+
+
+def test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over(
+    one_device, sgd_config, monkeypatch
+):
+    # 6 steps per epoch, a checkpoint every 4: epoch 1 keeps global steps 4 and 6.
+    config = sgd_config("flaky", 128, epochs=1, steps_per_epoch=6, checkpoint_every=4)
+    train(config, one_device)
+    failed = flaky_storage(monkeypatch, failures=2)
+    config.epochs = 2
+    resumed = train(config, one_device)
+    assert [path.rsplit("/", 1)[-1] for path in failed] == ["ckpt-6", "ckpt-6"]
+    # The newest, read again: a hiccup is not damage (the older one is step 4).
+    assert resumed["resumed_from"] == {"epoch": 1, "step": 0}
+
+
+def test_storage_that_never_answers_stops_the_run_retryably(one_device, sgd_config, monkeypatch):
+    config = sgd_config("down", 128, epochs=1, steps_per_epoch=6, checkpoint_every=4)
+    train(config, one_device)
+    failed = flaky_storage(monkeypatch, failures=None)
+    config.epochs = 2
+    unavailable = (
+        r"^the storage of .*checkpoints did not answer 4 reads of .*ckpt-6"
+        r" \(the storage did not answer\) - restarting the job reads it again$"
+    )
+    with pytest.raises(checkpointing.StorageUnavailable, match=unavailable):
+        train(config, one_device)
+    assert len(failed) == checkpointing.READ_ATTEMPTS
 
 
 # What assert_consumed names: a model's variable with no value in the checkpoint,

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -39,10 +40,27 @@ KEEP_CHECKPOINTS = 2
 # What a checkpoint that does not fit or cannot be read raises on restore (a data
 # file cut short raises IndexError, TensorFlow's OutOfRange through its reader).
 RESTORE_ERRORS = (AssertionError, ValueError, IndexError, tf.errors.OpError)
+# What storage that did not answer this time raises (a GCS or NFS hiccup, a
+# quota): the same checkpoint is read again, never passed over as damaged.
+TRANSIENT_ERRORS = (
+    tf.errors.UnavailableError,
+    tf.errors.DeadlineExceededError,
+    tf.errors.ResourceExhaustedError,
+)
+# Reads of a checkpoint while its storage does not answer, RETRY_SECONDS apart
+# at first, then twice as long each time.
+READ_ATTEMPTS = 4
+RETRY_SECONDS = 1.0
 
 
 class CheckpointError(TrainerError):
     pass
+
+
+class StorageUnavailable(Exception):
+    """The checkpoints' storage did not answer READ_ATTEMPTS reads: the run stops
+    to be restarted (cli: STALLED_EXIT_STATUS), rather than pass over a
+    checkpoint that is not damaged."""
 
 
 # What fixes the data stream besides the position: a run resumed with other
@@ -160,10 +178,15 @@ class Checkpoints:
     A save is atomic: TensorFlow writes the data files first and replaces the
     small `checkpoint` state file last, so a kill during a save leaves the
     previous checkpoint as the latest.
+
+    `every_worker` (strategy.make_every_worker) gathers a value from every
+    worker: the workers compare the steps they restored, since each reads the
+    checkpoints alone and variables are broadcast only when they are created.
     """
 
-    def __init__(self, trackables, progress, model_dir, write_dir):
+    def __init__(self, trackables, progress, model_dir, write_dir, every_worker):
         self.progress = progress
+        self.every_worker = every_worker
         self.checkpoint = tf.train.Checkpoint(**trackables, **progress.variables())
         self.restore_dir = os.path.join(model_dir, CHECKPOINT_DIR)
         self.manager = tf.train.CheckpointManager(
@@ -172,46 +195,134 @@ class Checkpoints:
 
     def exist(self):
         """Whether the model directory holds a checkpoint to resume from."""
-        return tf.train.get_checkpoint_state(self.restore_dir) is not None
+        return self.kept() != []
+
+    def kept(self):
+        """The kept checkpoints' paths, oldest first."""
+        try:
+            state = retried(tf.train.get_checkpoint_state, self.restore_dir)
+        except TRANSIENT_ERRORS as err:
+            raise self.unavailable(self.restore_dir, err) from None
+        return list(state.all_model_checkpoint_paths) if state else []
 
     def restore(self):
-        """Restore the newest kept checkpoint that restores; return its position,
-        or None. A newest one that cannot be read (a data file cut short by a
-        full disk or a bad copy) falls back to the one before it, with a warning;
-        when none restores (a changed model), the newest's error is the message."""
-        state = tf.train.get_checkpoint_state(self.restore_dir)
-        if not state:
-            return None
-        *older, newest = state.all_model_checkpoint_paths
-        try:
-            self.checkpoint.restore(newest).assert_consumed()
-        except RESTORE_ERRORS as err:
-            if not (older and self.restores(older[-1])):
-                raise CheckpointError(
-                    f"the checkpoint {newest} does not fit this model and optimizer"
-                    f" ({first_line(err, 200)})"
-                    " - train into a new --model-dir, or delete its checkpoints/ to start over"
-                ) from None
-            log.warning(
-                "the newest checkpoint %s cannot be restored (%s): resuming from the"
-                " previous one, %s",
-                newest,
-                first_line(err, 200),
-                older[-1],
+        """Restore the newest kept checkpoint that restores, the same on every
+        worker; return its position, or None. A newest one that cannot be read (a
+        data file cut short by a full disk or a bad copy) falls back to the one
+        before it, with a warning; when none restores (a changed model), the
+        newest's error is the message."""
+        paths = self.kept()
+        restored = None
+        if paths:
+            *older, newest = paths
+            try:
+                self.read(newest)
+                restored = newest
+            except TRANSIENT_ERRORS as err:
+                raise self.unavailable(newest, err) from None
+            except RESTORE_ERRORS as err:
+                if not (older and self.restores(older[-1])):
+                    raise CheckpointError(
+                        f"the checkpoint {newest} does not fit this model and optimizer"
+                        f" ({first_line(err, 200)})"
+                        " - train into a new --model-dir, or delete its checkpoints/ to start"
+                        " over"
+                    ) from None
+                log.warning(
+                    "the newest checkpoint %s cannot be restored (%s): resuming from the"
+                    " previous one, %s",
+                    newest,
+                    first_line(err, 200),
+                    older[-1],
+                )
+                restored = older[-1]
+        self.agree(restored, paths)
+        return None if restored is None else self.progress.position
+
+    def agree(self, restored, paths):
+        """Make every worker hold the same checkpoint: when one could not read the
+        newest, all go back to the newest that every worker restored (the oldest
+        step among them); refuse, naming each worker's, when that fails."""
+        steps = self.every_worker(self.restored_step(restored))
+        if len(set(steps)) == 1:
+            return
+        if min(steps) < 0:
+            raise CheckpointError(
+                f"the workers found different checkpoints in {self.restore_dir}"
+                f" ({describe_steps(steps)}) - give every worker the same shared --model-dir"
             )
-        return self.progress.position
+        common = min(steps)
+        path = next((path for path in paths if path.endswith(f"-{common}")), None)
+        if self.restored_step(restored) != common:
+            restored = path if path is not None and self.restores(path) else None
+        agreed = self.every_worker(self.restored_step(restored))
+        if len(set(agreed)) != 1:
+            raise CheckpointError(
+                f"the workers restored different checkpoints ({describe_steps(steps)}) and"
+                f" not every worker can read the one at step {common} - check the storage of"
+                f" {self.restore_dir}, or delete its newest checkpoint to resume from the"
+                " one before"
+            )
+        log.warning(
+            "the workers restored different checkpoints (%s): every worker resumes from step %d",
+            describe_steps(steps),
+            common,
+        )
+
+    def restored_step(self, restored):
+        """The global step of the checkpoint restored, -1 for none."""
+        return -1 if restored is None else int(self.progress.global_step.numpy())
+
+    def read(self, path):
+        """Restore every variable from the checkpoint at `path`, reading again
+        while its storage does not answer."""
+        retried(lambda: self.checkpoint.restore(path).assert_consumed())
 
     def restores(self, path):
         """Whether the checkpoint at `path` restores every variable (it then has)."""
         try:
-            self.checkpoint.restore(path).assert_consumed()
+            self.read(path)
+        except TRANSIENT_ERRORS as err:
+            raise self.unavailable(path, err) from None
         except RESTORE_ERRORS:
             return False
         return True
 
+    def unavailable(self, path, err):
+        return StorageUnavailable(
+            f"the storage of {self.restore_dir} did not answer {READ_ATTEMPTS} reads of"
+            f" {path} ({first_line(err, 200)}) - restarting the job reads it again"
+        )
+
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""
         return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
+
+
+def retried(read, *args):
+    """read(*args), again after a TRANSIENT_ERRORS one, at most READ_ATTEMPTS
+    times in all (the last error is raised)."""
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            return read(*args)
+        except TRANSIENT_ERRORS as err:
+            if attempt + 1 == READ_ATTEMPTS:
+                raise
+            seconds = RETRY_SECONDS * 2**attempt
+            log.warning(
+                "the checkpoint storage did not answer (%s): reading again in %.0f s",
+                first_line(err, 200),
+                seconds,
+            )
+            time.sleep(seconds)
+
+
+def describe_steps(steps):
+    """'worker 0 step 6, worker 1 none' for the steps each worker restored."""
+    return ", ".join(
+        f"worker {index} {'none' if step < 0 else f'step {step}'}"
+        for index, step in enumerate(steps)
+    )
 
 
 def is_remote(path):

@@ -139,15 +139,24 @@ def config_overrides(args):
 
 
 def train_to_exit_status(config, strategy):
-    """Train; 0 when the run is done, PREEMPTED_EXIT_STATUS (retryable) when it
-    saved and stopped for a SIGTERM or a stall."""
-    from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Preempted
+    """Train; 0 when the run is done, PREEMPTED_EXIT_STATUS when it saved and
+    stopped for a SIGTERM, STALLED_EXIT_STATUS when the checkpoints' storage did
+    not answer (the watchdog exits with it from its own thread on a stall)."""
+    from {{ cookiecutter.package_name }}.checkpointing import StorageUnavailable
+    from {{ cookiecutter.package_name }}.controller import (
+        PREEMPTED_EXIT_STATUS,
+        STALLED_EXIT_STATUS,
+        Preempted,
+    )
     from {{ cookiecutter.package_name }}.training import train
 
     try:
         train(config, strategy)
     except Preempted:
         return PREEMPTED_EXIT_STATUS
+    except StorageUnavailable as err:
+        print(f"error: {err}", file=sys.stderr)
+        return STALLED_EXIT_STATUS
     return 0
 
 

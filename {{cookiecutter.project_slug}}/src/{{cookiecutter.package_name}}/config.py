@@ -127,7 +127,7 @@ class TrainConfig:
     # or input pipeline would hold the job's GPUs forever (watchdog.py).
     stall_timeout: int = setting(
         600,
-        "exit 143 (the job restarts from the last checkpoint) when a call, save or"
+        "exit 142 (the job restarts from the last checkpoint) when a call, save or"
         " evaluation makes no progress for this many seconds (more for slow ones)",
         commands=("train",),
     )

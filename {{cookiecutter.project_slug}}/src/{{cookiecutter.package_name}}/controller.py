@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 # The exit status of a preempted run: 128 + SIGTERM, what a TFJob with
 # `restartPolicy: ExitCode` restarts and what the sbatch script requeues on.
 PREEMPTED_EXIT_STATUS = 143
+# The exit status of a run stopped for want of progress (a stall, storage that
+# does not answer): 128 + SIGALRM, a timer ran out. Retryable, but counted by
+# every launcher's limit (the README's restart table): a cause that recurs, a
+# bad NIC or a dead mount, would otherwise hold the job's nodes forever.
+STALLED_EXIT_STATUS = 142
 # A SIGTERM waits for the running call, then the save: calls longer than this
 # leave too little of the 120 s the cluster files give before the kill.
 SLOW_CALL_SECONDS = 60.0
@@ -67,7 +72,7 @@ class Controller:
     training_input  (epoch, first step, epochs) -> the distributed training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
     summary_writer  where the TensorBoard scalars go
-    watchdog        stops the run, exit 143, when a piece of work stalls (watchdog.py)
+    watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
     profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
     """

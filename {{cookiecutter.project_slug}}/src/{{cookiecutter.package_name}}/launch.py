@@ -26,10 +26,15 @@ WORKER_COMMANDS = ("train", "doctor")
 
 # How long a worker gets to exit after SIGTERM before it is killed.
 STOP_GRACE_SECONDS = 5
-# How long the other workers get to save and exit once one exits preempted.
-PREEMPTION_GRACE_SECONDS = 120
-# A worker's exit status after SIGTERM, once it has saved (controller.py).
+# How long the other workers get to save and exit once one stopped retryably:
+# the grace period the cluster files give between SIGTERM and the kill.
+GRACE_SECONDS = 120
+# A worker's exit status after SIGTERM, once it has saved, or when it lost a
+# peer; and after a stall (controller.py). Both are retryable, and so is a
+# worker killed by a signal (its machine's OOM killer, a kill -9): the job
+# resumes from the last checkpoint.
 PREEMPTED = 143
+STALLED = 142
 POLL_SECONDS = 0.2
 
 
@@ -53,6 +58,13 @@ def add_command(commands, common):
         help="give worker I the GPUs I*K .. I*K+K-1 (default: CPU only)",
     )
     launch_command.add_argument(
+        "--grace-seconds",
+        type=positive_int,
+        default=GRACE_SECONDS,
+        help="once a worker stopped retryably (preempted, a lost peer, a stall), how long"
+        " the others get to save and exit before they are stopped (default: %(default)s)",
+    )
+    launch_command.add_argument(
         "worker_command",
         nargs=argparse.REMAINDER,
         metavar="-- COMMAND [ARGS]",
@@ -72,7 +84,7 @@ def run_launch(args):
             " - e.g. {{ cookiecutter.project_slug }} launch --workers 2 -- train --epochs 1"
         )
     worker_argv = [sys.executable, "-m", "{{ cookiecutter.package_name }}", *command]
-    return launch(args.workers, worker_argv, args.gpus_per_worker)
+    return launch(args.workers, worker_argv, args.gpus_per_worker, args.grace_seconds)
 
 
 def free_ports(count):
@@ -148,11 +160,15 @@ def stop(processes):
 
 
 def describe_exit(code):
-    if code is None:
-        return f"did not stop within {PREEMPTION_GRACE_SECONDS}s of another worker's preemption"
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with status {code}"
+
+
+def is_retryable(code):
+    """Whether a worker's exit status is one a restart resumes from: preempted,
+    stalled, or killed by a signal."""
+    return code in (PREEMPTED, STALLED) or code < 0
 
 
 def send_sigterm(processes):
@@ -161,17 +177,19 @@ def send_sigterm(processes):
             process.send_signal(signal.SIGTERM)
 
 
-def launch(workers, command, gpus_per_worker=None):
+def launch(workers, command, gpus_per_worker=None, grace_seconds=GRACE_SECONDS):
     """Run `command` (an argv list) as `workers` local workers; return the exit status:
-    0 when every worker succeeds, 143 when they were preempted (each saved and exited
-    with 143), 1 as soon as one fails (the others are stopped)."""
+    0 when every worker succeeds; 1 as soon as one fails (the others are stopped);
+    when one stopped retryably (is_retryable), 142 if any worker stalled and 143
+    otherwise, once the others have exited or `grace_seconds` have passed (a hung
+    worker is stopped: a restart resumes every worker from the last checkpoint)."""
     if workers < 1:
         raise LaunchError(f"--workers {workers}: need at least 1 worker - use --workers 2")
     devices = worker_gpus(workers, gpus_per_worker)
     lock = threading.Lock()
     processes, forwarders = [], []
     previous_handler = signal.signal(signal.SIGTERM, lambda signum, frame: send_sigterm(processes))
-    preempted_since = None
+    retryable_since = None
     try:
         for index, tf_config in enumerate(worker_tf_configs(free_ports(workers))):
             process = subprocess.Popen(
@@ -191,16 +209,12 @@ def launch(workers, command, gpus_per_worker=None):
             forwarders.append(forwarder)
         while True:
             codes = [process.poll() for process in processes]
+            ended = [code for code in codes if code is not None]
             failed = [
                 (index, code)
                 for index, code in enumerate(codes)
-                if code not in (None, 0, PREEMPTED)
+                if code not in (None, 0) and not is_retryable(code)
             ]
-            if PREEMPTED in codes and preempted_since is None:
-                preempted_since = time.monotonic()
-            if preempted_since and time.monotonic() - preempted_since > PREEMPTION_GRACE_SECONDS:
-                running = [index for index, code in enumerate(codes) if code is None]
-                failed = failed or [(running[0], None)]
             if failed:
                 # Stop first: logging waits for the output lock, which a blocked
                 # reader of our output could hold up.
@@ -210,15 +224,35 @@ def launch(workers, command, gpus_per_worker=None):
                 return 1
             if all(code == 0 for code in codes):
                 return 0
+            if any(is_retryable(code) for code in ended) and retryable_since is None:
+                retryable_since = time.monotonic()
+            status = STALLED if STALLED in codes else PREEMPTED
             if None not in codes:
-                log(lock, "preempted: every worker saved its checkpoint and stopped")
-                return PREEMPTED
+                log(lock, f"stopped: {describe_ends(codes)}; exiting {status}, retryable")
+                return status
+            if retryable_since and time.monotonic() - retryable_since > grace_seconds:
+                hung = [index for index, code in enumerate(codes) if code is None]
+                stop(processes)
+                log(
+                    lock,
+                    f"worker(s) {', '.join(map(str, hung))} did not stop within"
+                    f" {grace_seconds} s of {describe_ends(codes)} - stopped them; exiting"
+                    f" {status}, retryable",
+                )
+                return status
             time.sleep(POLL_SECONDS)
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
         stop(processes)
         for forwarder in forwarders:
             forwarder.join(timeout=STOP_GRACE_SECONDS)
+
+
+def describe_ends(codes):
+    """'worker 0 exited with status 143, worker 1 was killed by SIGKILL' for the
+    workers that have ended."""
+    ended = [(index, code) for index, code in enumerate(codes) if code is not None]
+    return ", ".join(f"worker {index} {describe_exit(code)}" for index, code in ended)
 
 
 def log(lock, message):

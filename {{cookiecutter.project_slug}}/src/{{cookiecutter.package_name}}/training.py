@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.checkpointing import (
 )
 from {{ cookiecutter.package_name }}.compat import keras, random_state
 from {{ cookiecutter.package_name }}.config import profile_window
-from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS, Controller, Profile
+from {{ cookiecutter.package_name }}.controller import STALLED_EXIT_STATUS, Controller, Profile
 from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
@@ -32,7 +32,12 @@ from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
 from {{ cookiecutter.package_name }}.run_settings import RunSettings
 from {{ cookiecutter.package_name }}.sources import load_sources
-from {{ cookiecutter.package_name }}.strategy import describe, is_chief, worker_count
+from {{ cookiecutter.package_name }}.strategy import (
+    describe,
+    is_chief,
+    make_every_worker,
+    worker_count,
+)
 from {{ cookiecutter.package_name }}.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -127,12 +132,13 @@ def build_controller(config, strategy, plan, engine, model_dir):
             progress,
             model_dir,
             write_dir,
+            make_every_worker(strategy),
         ),
         evaluate=evaluator_for(config, strategy, plan, engine),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
         learning_rate=learning_rate_for(config, plan),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
-        watchdog=Watchdog(config.stall_timeout, PREEMPTED_EXIT_STATUS),
+        watchdog=Watchdog(config.stall_timeout, STALLED_EXIT_STATUS),
         # Profiled on the chief: every worker runs the same steps.
         profile=Profile(window if is_chief(strategy) else None, os.path.join(write_dir, "logs")),
         model_dir=model_dir,

@@ -7,9 +7,10 @@ stopped producing leaves a job waiting forever while it holds its GPUs
 of work that can wait on others (a call of steps, a save, an evaluation, the
 workers' preemption check) under the watchdog. One that outlasts its bound
 makes the watchdog write every thread's stack to the log (faulthandler), one
-line saying where the run was stuck and the likely cause, and exit with 143:
-what the scheduler restarts (Slurm requeues, a TFJob or JobSet restarts the
-pod), and the run resumes from its last checkpoint.
+line saying where the run was stuck and the likely cause, and exit with 142
+(controller.STALLED_EXIT_STATUS): what the scheduler restarts a bounded number
+of times (Slurm requeues, a TFJob or JobSet restarts the pods), and the run
+resumes from its last checkpoint.
 
 The bound follows the run: STALL_FACTOR times the slowest piece of that kind so
 far, at least `stall_timeout` seconds. The first of each kind traces its
