@@ -281,3 +281,21 @@ def test_the_watchdog_bounds_each_kind_by_its_slowest_after_the_first(monkeypatc
         r" the slowest training call so far\) - likely a peer or the input; exiting 142",
         stalls[0],
     ), stalls[0]
+
+
+def test_work_that_reports_progress_outlasts_its_bound_and_stalls_once_it_stops(monkeypatch):
+    # A resume's skip through the data reports progress from the input pipeline.
+    monkeypatch.setattr(watchdog, "CHECK_SECONDS", 0.02)
+    stalls = []
+    dog = watchdog.Watchdog(0.2, 142, on_stall=stalls.append)  # the first call: 0.6 s
+    dog.start()
+    try:
+        with dog.watching("training call", "skipping and tracing", "the input"):
+            for _ in range(12):  # 2.4 s in all, never 0.6 s without progress
+                time.sleep(0.2)
+                dog.progress()
+            assert not stalls
+            time.sleep(1.5)  # then no progress past the bound
+    finally:
+        dog.stop()
+    assert len(stalls) == 1 and stalls[0].startswith("no progress for 1 s while skipping"), stalls

@@ -15,7 +15,10 @@ resumes from its last checkpoint.
 The bound follows the run: STALL_FACTOR times the slowest piece of that kind so
 far, at least `stall_timeout` seconds. The first of each kind traces its
 function (and for training fills the input pipeline): it gets FIRST_CALL_FACTOR
-times `stall_timeout`, and does not count as the slowest.
+times `stall_timeout`, and does not count as the slowest. Work that reports its
+progress (`progress()`: a resume's skip through the data, before its first
+batch) starts its wait again with each report: a skip through hundreds of GB is
+bounded by how long it goes without progress, not by the first call's bound.
 """
 
 import contextlib
@@ -68,6 +71,14 @@ class Watchdog:
             self.current = None
         seconds = time.monotonic() - started if kind in self.slowest else 0.0
         self.slowest[kind] = max(self.slowest.get(kind, 0.0), seconds)
+
+    def progress(self):
+        """The block under watch made progress: its wait starts again (called
+        from any thread, e.g. the input pipeline's)."""
+        current = self.current
+        if current is not None:
+            kind, doing, cause, _ = current
+            self.current = (kind, doing, cause, time.monotonic())
 
     def bound(self, kind):
         if kind not in self.slowest:
