@@ -60,11 +60,16 @@ def example_of(path, line, header, row, label_at):
     values = []
     for column, text in zip(header, row, strict=True):
         try:
-            values.append(float(text))
+            value = float(text)
         except ValueError:
+            value = math.nan
+        # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+        if not math.isfinite(value):
             raise ConversionError(
-                f"{path} line {line}: {text!r} in column {column!r} is not a number - fix that row"
-            ) from None
+                f"{path} line {line}: {text!r} in column {column!r} is not a finite number"
+                " - fix that row"
+            )
+        values.append(value)
     label = values.pop(label_at)
     if label != int(label) or not 0 <= label < NUM_CLASSES:
         raise ConversionError(

@@ -173,7 +173,10 @@ def test_csv_files_become_indexed_shards_holding_their_rows(tmp_path):
 @pytest.mark.parametrize(
     "bad_row, message",
     [
-        ("abc", r"line 5: 'abc' in column 'f3' is not a number - fix that row"),
+        ("abc", r"line 5: 'abc' in column 'f3' is not a finite number - fix that row"),
+        ("nan", r"line 5: 'nan' in column 'f3' is not a finite number - fix that row"),
+        ("-inf", r"line 5: '-inf' in column 'f3' is not a finite number - fix that row"),
+        ("nan label", r"line 5: 'nan' in column 'label' is not a finite number - fix that row"),
         ("label", rf"line 5: label '{NUM_CLASSES}' is not a class in 0\.\.{NUM_CLASSES - 1}"),
         ("short", rf"line 5 has {NUM_FEATURES} fields, the header {NUM_FEATURES + 1}"),
     ],
@@ -184,8 +187,10 @@ def test_a_bad_row_is_named_in_one_line_and_no_shard_is_left(tmp_path, bad_row, 
     path = write_csv(tmp_path / "bad.csv", features, labels)
     lines = path.read_text().splitlines()
     fields = lines[4].split(",")
-    if bad_row == "abc":
-        fields[3] = "abc"
+    if bad_row in ("abc", "nan", "-inf"):
+        fields[3] = bad_row
+    elif bad_row == "nan label":
+        fields[-1] = "nan"
     elif bad_row == "label":
         fields[-1] = str(NUM_CLASSES)
     else:

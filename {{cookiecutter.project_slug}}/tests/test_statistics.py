@@ -1,9 +1,10 @@
 """The training data's statistics (task.summarize_batch / statistics_from): added
 up the same however the data is batched, stored with the run by its first start,
-and what every later start and the export build the model with."""
+and what every later start and the export build the model with; never a NaN."""
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -95,3 +96,31 @@ def test_export_without_the_runs_statistics_names_the_file(one_device, sgd_confi
     os.remove(os.path.join(config.model_dir, statistics.STATISTICS_NAME))
     with pytest.raises(statistics.StatisticsError, match="has no statistics.json"):
         trained_model(config.model_dir)
+
+
+def test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs(one_device, sgd_config):
+    # An earlier run's statistics, whose checkpoints were deleted to start over
+    # (perhaps after the data was indexed again), are not this run's.
+    config = sgd_config("restarted", 16, epochs=1, steps_per_epoch=1)
+    expected = plan_run(config, one_device).train.statistics()
+    train(config, one_device)
+    path = os.path.join(config.model_dir, statistics.STATISTICS_NAME)
+    with open(path) as handle:
+        stale = doubled(json.load(handle))
+    with open(path, "w") as handle:
+        json.dump(stale, handle)
+    shutil.rmtree(os.path.join(config.model_dir, "checkpoints"))
+    train(config, one_device)
+    with open(path) as handle:  # what the resumes and the export build with
+        assert_same(json.load(handle), expected, rtol=0)
+
+
+def test_statistics_that_are_not_finite_are_refused_in_one_line(tmp_path):
+    learned = {"mean": [0.5, float("nan")], "variance": [1.0, 1.0]}
+    with pytest.raises(statistics.StatisticsError, match=r"^the data's hold nan in 'mean': "):
+        statistics.check_finite(learned, "the data's")
+    path = tmp_path / statistics.STATISTICS_NAME
+    path.write_text(json.dumps(learned))  # JSON's NaN
+    with pytest.raises(statistics.StatisticsError, match=rf"^{path} hold nan in 'mean'"):
+        statistics.load(str(tmp_path))
+    assert statistics.check_finite({"vocabulary": ["a", "b"], "mean": [1.0]}, "x")

@@ -24,6 +24,7 @@ files of its own.
 import concurrent.futures
 {%- if cookiecutter.task == "tabular" %}
 import csv
+import math
 {%- endif %}
 import multiprocessing
 import os

@@ -180,7 +180,7 @@ def training_statistics(pool, paths):
     their records do not parse as the model takes them: `load` then names why."""
     try:
         # Added in file order: the same data gives the same float sums.
-        return statistics_from(statistics.add_all(pool.map(summarize_file, paths)))
+        learned = statistics_from(statistics.add_all(pool.map(summarize_file, paths)))
     except tf.errors.InvalidArgumentError as err:
         log.warning(
             "no statistics of the training data: its records do not parse as the model"
@@ -188,6 +188,7 @@ def training_statistics(pool, paths):
             first_line(err, 160),
         )
         return None
+    return statistics.check_finite(learned, "the statistics of the training files")
 
 
 def summarize_file(path):

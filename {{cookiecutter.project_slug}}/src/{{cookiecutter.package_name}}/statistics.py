@@ -6,17 +6,25 @@ sums over the whole training split into what `task.build_model` takes (the
 sample tasks: the mean and variance a Normalization layer standardizes with).
 They are computed once: by `index`, which reads every record anyway{% if cookiecutter.data_source == "synthetic" %} (TFRecord
 data), or from the arrays in memory before step 1{% endif %}. The run stores the
-statistics it started with in its model directory, so a resumed run, evaluation
-and export build the same model whatever happens to the data afterwards.
+statistics it started with in its model directory, beside its checkpoints, so a
+resumed run, evaluation and export build the same model whatever happens to the
+data afterwards. A run that starts fresh (no checkpoints) takes the data's, even
+where an earlier run left its own: those belong to checkpoints that are gone,
+perhaps of data since re-indexed.
 """
 
 import json
+import logging
+import math
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line, task, write_atomically
+from {{ cookiecutter.package_name }}.checkpointing import CHECKPOINT_DIR
+
+log = logging.getLogger(__name__)
 
 STATISTICS_NAME = "statistics.json"
 
@@ -44,18 +52,39 @@ def summarize(batches):
 
 def for_run(model_dir, train):
     """The statistics this run builds its model with: those stored in `model_dir`
-    by the run's first start, or else the training source's (see keep)."""
-    if tf.io.gfile.exists(os.path.join(model_dir, STATISTICS_NAME)):
-        return load(model_dir)
-    return train.statistics()
+    by the run its checkpoints belong to, or else the training source's."""
+    path = os.path.join(model_dir, STATISTICS_NAME)
+    if tf.io.gfile.exists(path):
+        if tf.train.get_checkpoint_state(os.path.join(model_dir, CHECKPOINT_DIR)):
+            return load(model_dir)
+        log.info(
+            "%s is an earlier run's, whose checkpoints are gone: this run takes the"
+            " training data's statistics",
+            path,
+        )
+    return check_finite(train.statistics(), "the training data's statistics")
 
 
 def keep(model_dir, statistics):
-    """Store the statistics of the run's first start in `model_dir` (the chief
-    does, once the model is built): its later starts and export build with them."""
-    path = os.path.join(model_dir, STATISTICS_NAME)
-    if not tf.io.gfile.exists(path):
-        save(path, statistics)
+    """Store the statistics the run builds its model with in `model_dir` (the
+    chief does, once the model is built): its later starts and export build
+    with them."""
+    save(os.path.join(model_dir, STATISTICS_NAME), statistics)
+
+
+def check_finite(statistics, where):
+    """`statistics`, refused in one line when a number in them is not finite (a
+    NaN or infinite value in the data): a model normalized with a NaN trains on
+    NaN, and its loss, not the data, would be blamed."""
+    for key, value in statistics.items():
+        numbers = np.asarray(value, dtype=object).ravel()
+        bad = [x for x in numbers if isinstance(x, float) and not math.isfinite(x)]
+        if bad:
+            raise StatisticsError(
+                f"{where} hold {bad[0]} in {key!r}: a value in the training data is not"
+                " finite - find it (import-csv names each) and fix the data, then index again"
+            )
+    return statistics
 
 
 def save(path, statistics):
@@ -81,7 +110,7 @@ def load(model_dir):
         )
     try:
         with tf.io.gfile.GFile(path) as handle:
-            return json.load(handle)
+            return check_finite(json.load(handle), path)
     except json.JSONDecodeError as err:
         raise StatisticsError(
             f"{path} is not JSON ({first_line(err)}) - restore it, or train in a new --model-dir"
