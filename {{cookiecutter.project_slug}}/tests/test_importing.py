@@ -121,11 +121,14 @@ def test_the_import_images_command_prints_the_classes(tmp_path, cli):
 """import-csv: CSV files become indexed shards holding exactly their rows; a bad
 row is named in one line and leaves no shard behind."""
 
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.importing import ConversionError, import_csv
+from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
 from {{ cookiecutter.package_name }}.task import (
     NUM_CLASSES,
@@ -217,16 +220,41 @@ def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
         import_csv(str(tmp_path / "data"), [wide], [wide], label_column="class")
 
 
+def write_slowly(source, target):
+    """A shard writer for convert(): shard 0 fails at once, each other one takes
+    0.5 s and leaves a mark in the folder `source` names."""
+    index, marks = source
+    if index == 0:
+        raise ConversionError("shard 0 does not convert")
+    time.sleep(0.5)
+    Path(marks, f"written-{index}").touch()
+    Path(target).write_text(str(index))
+
+
+def test_the_first_failure_stops_the_conversion_and_leaves_no_shard(tmp_path):
+    # On ImageNet, every shard after a bad image was converted before its error.
+    marks, output = tmp_path / "marks", tmp_path / "data"
+    marks.mkdir()
+    output.mkdir()
+    jobs = [((index, str(marks)), str(output / f"shard-{index}")) for index in range(12)]
+    with pytest.raises(ConversionError, match="^shard 0 does not convert$"):
+        convert(jobs, write_slowly, workers=2)
+    assert list(output.iterdir()) == []
+    # Those running or already handed to a process finish; the rest never start.
+    assert len(list(marks.iterdir())) <= 4
+
+
 def test_the_import_csv_command_writes_and_refuses_in_one_line(tmp_path, cli):
     features, labels = sample_examples(20, seed=2)
     path = write_csv(tmp_path / "train.csv", features, labels)
     output = str(tmp_path / "data")
     arguments = ["--train", str(path), "--eval", str(path), "--output-dir", output]
-    arguments += ["--workers", "1"]
-    result = cli("import-csv", *arguments)
+    result = cli("import-csv", *arguments, "--workers", "2")
     assert result.returncode == 0, result.stderr
     assert "train: 1 files, 20 records" in result.stdout
-    again = cli("import-csv", *arguments)
+    # The conversion processes start TensorFlow as quietly as the command.
+    assert result.stderr == ""
+    again = cli("import-csv", *arguments, "--workers", "1")
     assert again.returncode == 2
     assert again.stderr.count("\n") == 1 and "already holds shards" in again.stderr
 {%- endif %}

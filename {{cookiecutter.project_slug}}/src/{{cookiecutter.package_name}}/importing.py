@@ -6,7 +6,8 @@ record format (task.encode), and their manifest.
 The files are shuffled (seeded) before they are dealt to the shards, so every
 shard holds every class. Each shard is written by its own process, --workers at
 a time, under a hidden name, and all are renamed once every one is done: a file
-that does not decode is named in one line and no shard is left behind.
+that does not decode is named in one line as soon as it is found (the shards not
+yet started are not written), and no shard is left behind.
 {%- else -%}
 """CSV files as they come -> shards in the task's record format (task.encode),
 and their manifest.
@@ -88,10 +89,23 @@ def convert(jobs, write_shard, workers):
 
 
 def write_in_processes(write_shard, sources, targets, workers):
+    """write_shard(source, target) for each pair, in `workers` processes; the first
+    failure cancels the shards not yet started (on ImageNet, hours of them) and
+    is raised once the running ones end."""
+    # The command's own quiet start of TensorFlow (its C++ start-up lines hidden),
+    # in each process before it imports anything that loads TensorFlow.
+    from {{ cookiecutter.package_name }}.cli import start_tensorflow
+
     # spawn, not fork: a forked copy of a process running TensorFlow's threads can hang.
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=start_tensorflow, initargs=(False,)
+    ) as pool:
         written = [pool.submit(write_shard, *job) for job in zip(sources, targets, strict=True)]
-        for future in written:
-            future.result()
+        try:
+            for future in concurrent.futures.as_completed(written):
+                future.result()
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
 {% include "importing/" ~ cookiecutter.task ~ ".py" %}
