@@ -72,14 +72,16 @@ def shard_jobs(output_dir, split, images, num_files):
 
 
 def write_image_shard(images, target):
+    """Each image decoded (a file that does not decode is named), and stored as
+    its file's bytes when it is a JPEG, else encoded as one."""
     with tf.io.TFRecordWriter(target) as writer:
         for path, label in images:
+            data = tf.io.read_file(path)
             try:
-                image = tf.io.decode_image(
-                    tf.io.read_file(path), channels=3, expand_animations=False
-                )
+                image = tf.io.decode_image(data, channels=3, expand_animations=False)
             except tf.errors.InvalidArgumentError:
                 raise ConversionError(
                     f"{path} does not decode as an image - re-encode it or remove it"
                 ) from None
-            writer.write(encode(image.numpy(), label))
+            jpeg = data.numpy() if tf.io.is_jpeg(data) else None
+            writer.write(encode(image.numpy(), label, jpeg))

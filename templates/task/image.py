@@ -90,13 +90,15 @@ def prepare_batch(images, keys=None):
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
-def encode(image, label):
-    """One uint8 image (height, width, 3) and its label, as the conversion scripts write them."""
+def encode(image, label, jpeg=None):
+    """One uint8 image (height, width, 3) and its label, as the conversion scripts
+    write them. `jpeg`: the image's file when it is a JPEG, stored as it is (as
+    the ImageNet converters do): encoding it again would lose detail and time."""
     height, width, channels = image.shape
+    if jpeg is None:
+        jpeg = tf.io.encode_jpeg(image, quality=95).numpy()
     features = {
-        "image/encoded": tf.train.Feature(
-            bytes_list=tf.train.BytesList(value=[tf.io.encode_jpeg(image, quality=95).numpy()])
-        ),
+        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
         "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"JPEG"])),
         "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
         "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[height])),

@@ -64,6 +64,20 @@ def test_class_folders_become_indexed_shards_holding_every_class(tmp_path):
     # Every image once, under its folder's label.
     assert counts == {label: PER_CLASS for label in range(NUM_CLASSES)}
     assert not [path for path in output.iterdir() if path.name.startswith(".partial")]
+    # JPEG files stored as they are (no second lossy encoding), PNGs as JPEGs.
+    stored = [image for shard in splits["train"] + splits["eval"] for image in images_in(shard)]
+    jpegs = [path.read_bytes() for path in (tmp_path / "images").glob("*/*.JPG")]
+    assert len(jpegs) == len(stored) // 2 and all(jpeg in stored for jpeg in jpegs)
+    assert all(tf.io.is_jpeg(image) for image in stored)
+
+
+def images_in(shard):
+    """The encoded images of `shard`, as bytes."""
+    feature = {"image/encoded": tf.io.FixedLenFeature([], tf.string)}
+    return [
+        tf.io.parse_single_example(record, feature)["image/encoded"].numpy()
+        for record in tf.data.TFRecordDataset(shard.path)
+    ]
 
 
 def test_a_file_that_does_not_decode_is_named_and_no_shard_is_left(tmp_path):
