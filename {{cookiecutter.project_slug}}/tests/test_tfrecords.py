@@ -13,7 +13,6 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import (
     DataError,
     evaluation_batches,
-    evaluation_policy,
     make_plan,
     worker_batches,
 )
@@ -169,11 +168,42 @@ def test_every_worker_has_its_steps_and_no_example_twice(
     assert sum(counts) - len(seen) < global_batch
 
 
-def test_evaluation_shards_by_file_only_on_an_even_split():
-    assert evaluation_policy([30, 30], 2).name == "FILE"
-    assert evaluation_policy([30, 29], 2).name == "DATA"
-    assert evaluation_policy([10, 20, 20, 10], 2).name == "FILE"
-    assert evaluation_policy([30, 30, 30], 2).name == "DATA"
+@pytest.mark.parametrize(
+    "counts, workers, per_replica, replicas",
+    [([30, 12], 2, 8, 1), ([12, 7, 20, 3], 3, 4, 2)],
+    ids=["2-workers", "3-workers-2-replicas"],
+)
+def test_each_worker_evaluates_its_own_files_and_every_example_once(
+    tmp_path, monkeypatch, counts, workers, per_replica, replicas
+):
+    """Uneven files: each worker reads only its own, and pads with empty batches
+    to the steps of the most loaded one."""
+    write_shards(tmp_path, counts)
+    read = []
+    records = RecordSource.records
+    monkeypatch.setattr(
+        RecordSource, "records", lambda self, files: read.append(files) or records(self, files)
+    )
+    train, _ = sources(tmp_path)  # the training files, as an evaluation set
+    plan = make_plan(train, train, per_replica, replicas=replicas * workers, num_workers=workers)
+    streams = [list(evaluation_batches(plan, worker)) for worker in range(workers)]
+    # Each file read by one worker, once.
+    assert len(read) == workers
+    assert sorted(index for files in read for index in files) == list(range(len(counts)))
+    # The same steps on every worker, one batch per replica each.
+    steps = plan.evaluation_shards.steps_per_pass
+    assert [len(stream) for stream in streams] == [steps * replicas] * workers
+    batches = [batch for stream in streams for batch in stream]
+    evaluated = np.concatenate([labels.numpy() for _, labels in batches])
+    expected = sample_examples(sum(counts), seed=0)[1]
+    np.testing.assert_array_equal(np.sort(evaluated), np.sort(expected))
+    # The padding parses like any batch: no examples, the same shapes and types.
+    features, labels = batches[0]
+    padding = [batch for batch in batches if len(batch[1]) == 0]
+    assert padding
+    for padded_features, padded_labels in padding:
+        assert padded_features.shape[1:] == features.shape[1:]
+        assert (padded_features.dtype, padded_labels.dtype) == (features.dtype, labels.dtype)
 
 
 def test_evaluation_reads_every_example_once(tmp_path):

@@ -19,7 +19,9 @@ dataset, tensorflow/tensorflow#56372).
 Each worker builds its own pipeline (strategy.distribute_datasets_from_function)
 and feeds each of its replicas one per-replica batch per step. plan_shards
 decides whether a worker reads only its own files (FILE) or all of them,
-keeping every W-th record (DATA).
+keeping every W-th record (DATA); plan_evaluation decides the same for the
+evaluation set, which has every worker read only its own files whenever each
+can have one.
 """
 
 import dataclasses
@@ -105,14 +107,16 @@ class ArraySource:
 
 @dataclasses.dataclass(frozen=True)
 class ShardPlan:
-    """How the training files are split across workers."""
+    """How a split's files are split across workers."""
 
     # FILE: each worker reads only its own files. DATA: every worker reads all of
-    # them and keeps every W-th record.
+    # them and keeps its share of the records (training: every W-th record).
     policy: tf.data.experimental.AutoShardPolicy
     # The files (indices) each worker reads.
     worker_files: tuple[tuple[int, ...], ...]
-    # Full global batches in one pass over the data.
+    # The global steps of one pass over the data, the same on every worker:
+    # training's full global batches; every batch of an evaluation, whose last
+    # ones may be short or, on a worker out of records, empty.
     steps_per_pass: int
 
     @property
@@ -182,14 +186,41 @@ def balanced_assignment(counts, num_workers):
     return tuple(tuple(sorted(files)) for files in assigned)
 
 
-def evaluation_policy(counts, num_workers):
-    """Evaluation keeps every example, so a worker with fewer batches than the
-    others would stall them: whole files per worker (FILE) only when the files
-    split the examples evenly, else DATA."""
-    shares = [sum(counts[worker::num_workers]) for worker in range(num_workers)]
-    if len(counts) % num_workers == 0 and len(set(shares)) == 1:
-        return FILE
-    return DATA
+def plan_evaluation(counts, num_workers, global_batch_size):
+    """FILE whenever every worker can have a file that holds records: files
+    assigned as training's (balanced_assignment), each read by one worker only.
+    DATA, every worker reading every such file, only when there are fewer of
+    them than workers (in-memory data: one "file").
+
+    Evaluation keeps every example, and each global step is an all-reduce across
+    the workers, so all run the same steps: as many as the most loaded worker's
+    records need, the others' streams padded with empty batches (the evaluator
+    adds zeros for them). The steps follow from the record counts alone, so the
+    workers agree without talking. DATA would have every worker read the whole
+    set at every evaluation (ImageNet's validation set: 6.4 GB per worker) and
+    stop getting faster with more workers; FILE reads it once across them, at
+    the price of the steps the most loaded worker needs beyond an even split
+    (its share is less than one file over the average).
+    """
+    # Empty files go to no worker: nothing in them to evaluate, and under FILE
+    # every worker needs a file to read (a source reads at least one).
+    holding = tuple(index for index, count in enumerate(counts) if count > 0)
+    if len(holding) >= num_workers:
+        assignment = balanced_assignment([counts[index] for index in holding], num_workers)
+        worker_files = tuple(tuple(holding[i] for i in files) for files in assignment)
+        worker_batch = global_batch_size // num_workers
+        steps = max(
+            batches_needed(sum(counts[index] for index in files), worker_batch)
+            for files in worker_files
+        )
+        return ShardPlan(FILE, worker_files, steps)
+    steps = batches_needed(sum(counts), global_batch_size)
+    return ShardPlan(DATA, (holding,) * num_workers, steps)
+
+
+def batches_needed(count, batch_size):
+    """Batches that hold `count` examples, the last one short."""
+    return -(-count // batch_size)
 
 
 @dataclasses.dataclass
@@ -205,7 +236,6 @@ class RunPlan:
     shards: ShardPlan
     train: Source
     evaluation: Source
-    evaluation_policy: tf.data.experimental.AutoShardPolicy
 
     @property
     def replica_batch_size(self):
@@ -217,6 +247,15 @@ class RunPlan:
         """Evaluation's global batch: one micro-batch per replica (no gradients
         to accumulate)."""
         return self.per_replica_batch_size * self.replicas
+
+    @property
+    def evaluation_shards(self):
+        """Evaluation's ShardPlan (plan_evaluation): each worker's files and the
+        global steps all of them run. Derived, not stored: it follows the workers
+        and batch sizes of a plan replaced with others."""
+        return plan_evaluation(
+            self.evaluation.counts, self.shards.num_workers, self.evaluation_batch_size
+        )
 
 
 def make_plan(
@@ -233,15 +272,7 @@ def make_plan(
     if sum(evaluation.counts) == 0:
         raise DataError("the evaluation data is empty - give it at least one example")
     shards = plan_shards(train.counts, num_workers, global_batch_size)
-    policy = evaluation_policy(evaluation.counts, num_workers)
-    if num_workers > 1:
-        log.info(
-            "input sharding across %d workers: train %s, eval %s",
-            num_workers,
-            shards.policy.name,
-            policy.name,
-        )
-    return RunPlan(
+    plan = RunPlan(
         per_replica_batch_size=per_replica_batch_size,
         replicas=replicas,
         accumulate_steps=accumulate_steps,
@@ -250,8 +281,15 @@ def make_plan(
         shards=shards,
         train=train,
         evaluation=evaluation,
-        evaluation_policy=policy,
     )
+    if num_workers > 1:
+        log.info(
+            "input sharding across %d workers: train %s, eval %s",
+            num_workers,
+            shards.policy.name,
+            plan.evaluation_shards.policy.name,
+        )
+    return plan
 
 
 def batch_records(records, per_replica_batch_size):
@@ -327,23 +365,29 @@ def check_planned_for(plan, context):
 
 def evaluation_batches(plan, worker=0):
     """Worker `worker`'s share of the evaluation set, in order: per-replica batches,
-    one per replica of the worker for each global batch. Every example counts
-    once: the last global batch is short, so a replica's share may be short or
-    empty (the evaluation sums handle both), and every worker has as many batches
-    as the others, so none waits in the all-reduce.
+    one per replica of the worker for each of the evaluation's global steps
+    (plan.evaluation_shards). Every example counts once, and a replica's share
+    may be short or empty (the evaluation sums handle both); every worker has as
+    many batches as the others, so none waits in the all-reduce.
 
-    A worker parses only its own share: its files (FILE), or its slice of each
-    global batch of serialized records (DATA), cut before parsing.
+    FILE: a worker reads only its own files, in batches of its replicas' part of
+    a global batch, then empty ones once its records run out. DATA: it reads
+    every file and parses only its slice of each global batch of serialized
+    records, cut before parsing.
     """
-    num_workers = plan.shards.num_workers
+    shards = plan.evaluation_shards
+    num_workers = shards.num_workers
     per_replica_batch_size = plan.per_replica_batch_size
     worker_batch = plan.evaluation_batch_size // num_workers
     source = plan.evaluation
-    if plan.evaluation_policy == FILE:
-        records = source.records(tuple(range(worker, len(source.counts), num_workers)))
-        shares = records.batch(worker_batch)
+    records = source.records(shards.worker_files[worker])
+    if shards.policy == FILE:
+        spec = records.element_spec
+        empty = tf.data.Dataset.from_tensors(tf.zeros([0, *spec.shape], spec.dtype))
+        # The steps are the most loaded worker's batches: take() cuts only padding.
+        shares = records.batch(worker_batch).concatenate(empty.repeat())
+        shares = shares.take(shards.steps_per_pass)
     else:
-        records = source.records(tuple(range(len(source.counts))))
         start = worker * worker_batch
         shares = records.batch(plan.evaluation_batch_size).map(
             lambda batch: batch[start : start + worker_batch]
