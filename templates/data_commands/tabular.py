@@ -8,10 +8,14 @@ def add_import_command(commands, common):
         run_import_csv,
         "convert CSV files (a header row, one example a row) into indexed shards",
     )
-    import_csv.add_argument("--train", nargs="+", required=True, help="one shard per file")
-    import_csv.add_argument("--eval", nargs="+", required=True, help="one shard per file")
+    import_csv.add_argument("--train", nargs="+", required=True, help="training CSV files")
+    import_csv.add_argument("--eval", nargs="+", required=True, help="evaluation CSV files")
     import_csv.add_argument("--label-column", default="label")
     import_csv.add_argument("--output-dir", required=True)
+    import_csv.add_argument(
+        "--num-files", type=positive_int, help="training shards (default: one per 64 MiB of CSV)"
+    )
+    import_csv.add_argument("--seed", type=int, default=0, help="of the rows' shuffle")
     import_csv.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
 
 
@@ -19,6 +23,14 @@ def run_import_csv(args):
     from {{ cookiecutter.package_name }}.importing import import_csv
 
     started = time.monotonic()
-    splits = import_csv(args.output_dir, args.train, args.eval, args.label_column, args.workers)
+    splits = import_csv(
+        args.output_dir,
+        args.train,
+        args.eval,
+        args.label_column,
+        args.workers,
+        args.num_files,
+        args.seed,
+    )
     print_manifest(args.output_dir, splits, started)
     return 0

@@ -1,21 +1,99 @@
 
 
-def import_csv(output_dir, train_files, eval_files, label_column="label", workers=None):
-    """One shard per CSV file of `train_files` and `eval_files`, in `output_dir`,
-    indexed; returns the manifest's splits."""
+SPLITS = ("train", "eval")
+# CSV bytes per shard when --num-files is not given: a shard's rows are shuffled
+# in memory.
+CSV_BYTES_PER_SHARD = 64 * 2**20
+
+
+def import_csv(
+    output_dir, train_files, eval_files, label_column="label", workers=None, num_files=None, seed=0
+):
+    """The rows of `train_files` and `eval_files`, shuffled (seeded) and dealt into
+    shards in `output_dir` (`num_files` training shards; default: one per
+    CSV_BYTES_PER_SHARD of CSV), indexed; returns the manifest's splits.
+
+    Two passes, each in parallel: every CSV file's rows are dealt to the split's
+    shards as the file is read (one process a file), then every shard's rows are
+    shuffled in memory and written (one process a shard). Whatever order the
+    files come in (sorted by label, by date), every shard holds an even share of
+    every file, in random order: the training shuffle buffer mixes classes from
+    the first batch.
+    """
     if not train_files or not eval_files:
         raise ConversionError("give at least one training and one evaluation CSV file")
     for path in [*train_files, *eval_files]:  # every header, before any shard is written
         with open_csv(path) as handle:
             header_label_index(path, next(csv.reader(handle), None), label_column)
     check_output_dir(output_dir)
-    jobs = [
-        ((path, label_column), os.path.join(output_dir, shard_name(split, index, len(files))))
-        for split, files in (("train", train_files), ("eval", eval_files))
-        for index, path in enumerate(files)
-    ]
-    convert(jobs, write_csv_shard, workers)
+    files = {"train": train_files, "eval": eval_files}
+    shards = {"train": num_files or shards_for(train_files), "eval": shards_for(eval_files)}
+    deals, writes = [], []
+    for split_index, split in enumerate(SPLITS):
+        # parts[shard][file]: where each file leaves its rows for each shard.
+        parts = [
+            [part_path(output_dir, split, shard, index) for index in range(len(files[split]))]
+            for shard in range(shards[split])
+        ]
+        for index, path in enumerate(files[split]):
+            source = (path, label_column, (seed, split_index, index))
+            deals.append((source, [shard_parts[index] for shard_parts in parts]))
+        for shard, shard_parts in enumerate(parts):
+            target = os.path.join(output_dir, shard_name(split, shard, shards[split]))
+            writes.append(((shard_parts, (seed, split_index, shard)), target))
+    try:
+        run_all(deal_rows, deals, workers)
+        convert(writes, write_shuffled_shard, workers)
+    finally:
+        for part in tf.io.gfile.glob(os.path.join(output_dir, ".part-*")):
+            tf.io.gfile.remove(part)
     return manifest.index(output_dir)
+
+
+def shards_for(paths):
+    """One shard per CSV_BYTES_PER_SHARD of the files `paths`, at least one."""
+    size = sum(os.path.getsize(path) for path in paths)
+    return max(1, -(-size // CSV_BYTES_PER_SHARD))
+
+
+def part_path(output_dir, split, shard, index):
+    """Where file `index` of `split` leaves its rows for `shard`."""
+    return os.path.join(output_dir, f".part-{split}-{shard:05d}-{index:05d}.tfrecord")
+
+
+def deal_rows(source, parts):
+    """Each row of the CSV file `source` names, as a record, to the parts in turn
+    from one drawn at random: every shard an even share of the file."""
+    path, label_column, seed = source
+    writers = [tf.io.TFRecordWriter(part) for part in parts]
+    try:
+        with open_csv(path) as handle:
+            rows = csv.reader(handle)
+            header = next(rows, None)
+            label_at = header_label_index(path, header, label_column)
+            first = int(np.random.default_rng(seed).integers(len(writers)))
+            for line, row in enumerate(rows, start=2):
+                record = encode(*example_of(path, line, header, row, label_at))
+                writers[(first + line) % len(writers)].write(record)
+    finally:
+        for writer in writers:
+            writer.close()
+
+
+def write_shuffled_shard(source, target):
+    """The records of the parts `source` names, in an order drawn from its seed,
+    as the shard `target`."""
+    parts, seed = source
+    records = [record.numpy() for record in tf.data.TFRecordDataset(parts)]
+    if not records:
+        raise ConversionError(
+            f"no rows for {os.path.basename(target).removeprefix('.partial-')}: the files"
+            " hold fewer rows than shards - pass a smaller --num-files"
+        )
+    order = np.random.default_rng(seed).permutation(len(records))
+    with tf.io.TFRecordWriter(target) as writer:
+        for index in order:
+            writer.write(records[index])
 
 
 def open_csv(path):
@@ -23,16 +101,6 @@ def open_csv(path):
         return open(path, newline="", encoding="utf-8")  # noqa: SIM115 (the caller closes it)
     except OSError as err:
         raise ConversionError(f"cannot read {path}: {err.strerror} - check the path") from None
-
-
-def write_csv_shard(source, target):
-    path, label_column = source
-    with open_csv(path) as handle, tf.io.TFRecordWriter(target) as writer:
-        rows = csv.reader(handle)
-        header = next(rows, None)
-        label_at = header_label_index(path, header, label_column)
-        for line, row in enumerate(rows, start=2):
-            writer.write(encode(*example_of(path, line, header, row, label_at)))
 
 
 def header_label_index(path, header, label_column):

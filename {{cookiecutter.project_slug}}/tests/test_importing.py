@@ -170,21 +170,50 @@ def read_shards(shards):
     return np.concatenate(features), np.concatenate(labels)
 
 
-def test_csv_files_become_indexed_shards_holding_their_rows(tmp_path):
-    features, labels = sample_examples(50, seed=2)
+def sorted_rows(features, labels):
+    """The rows (features and label), in an order that does not depend on theirs."""
+    rows = np.hstack([features, np.asarray(labels, np.float32)[:, None]])
+    return rows[np.lexsort(rows.T[::-1])]
+
+
+def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
+    # Sorted by label, as exports often are: 120 training rows in 2 files.
+    features, labels = sample_examples(150, seed=2)
+    order = np.argsort(labels, kind="stable")
+    features, labels = features[order], labels[order]
     train = [
-        write_csv(tmp_path / "part-1.csv", features[:30], labels[:30]),
-        write_csv(tmp_path / "part-2.csv", features[30:40], labels[30:40]),
+        write_csv(tmp_path / "part-1.csv", features[:80], labels[:80]),
+        write_csv(tmp_path / "part-2.csv", features[80:120], labels[80:120]),
     ]
-    evaluation = [write_csv(tmp_path / "eval.csv", features[40:], labels[40:])]
+    evaluation = [write_csv(tmp_path / "eval.csv", features[120:], labels[120:])]
     output = tmp_path / "data"
-    splits = import_csv(str(output), train, evaluation, workers=2)
-    assert [shard.records for shard in splits["train"]] == [30, 10]
+    splits = import_csv(str(output), train, evaluation, workers=2, num_files=3, seed=7)
     assert (output / MANIFEST_NAME).exists()
-    # Every value exactly, in file and row order.
-    read_features, read_labels = read_shards(splits["train"] + splits["eval"])
-    np.testing.assert_array_equal(read_features, features)
-    np.testing.assert_array_equal(read_labels, labels)
+    assert [path.name for path in output.iterdir() if path.name.startswith(".")] == []
+    # An even share of every file in each shard: 80 / 3 and 40 / 3, give or take one.
+    assert all(39 <= shard.records <= 41 for shard in splits["train"]), splits["train"]
+    # Every value exactly, each row once.
+    read_features, read_labels = read_shards(splits["train"])
+    np.testing.assert_array_equal(
+        sorted_rows(read_features, read_labels), sorted_rows(features[:120], labels[:120])
+    )
+    # Shuffled: every shard's first 8 records hold several classes.
+    for shard in splits["train"]:
+        _, first_labels = read_shards([shard])
+        assert len(set(first_labels[:8].tolist())) > 1, first_labels
+    # The order is the seed's: the same seed gives the same shards.
+    again = import_csv(str(tmp_path / "again"), train, evaluation, workers=1, num_files=3, seed=7)
+    for shard, same in zip(splits["train"], again["train"], strict=True):
+        assert open(shard.path, "rb").read() == open(same.path, "rb").read()
+
+
+def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
+    features, labels = sample_examples(4, seed=2)
+    path = write_csv(tmp_path / "small.csv", features, labels)
+    output = tmp_path / "data"
+    with pytest.raises(ConversionError, match=r"^no rows for train-00\d{3}-of-00008.tfrecord: the"):
+        import_csv(str(output), [path], [path], workers=1, num_files=8)
+    assert list(output.iterdir()) == []
 
 
 @pytest.mark.parametrize(

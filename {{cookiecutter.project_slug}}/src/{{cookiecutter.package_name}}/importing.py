@@ -13,12 +13,12 @@ yet started are not written), and no shard is left behind.
 and their manifest.
 
 A header row names the columns: `--label-column` holds the class (an integer
-in 0..NUM_CLASSES-1), every other column a feature, in header order. Each CSV
-file becomes one shard, written by its own process, --workers at a time, under a
-hidden name; all are renamed once every one is done: a bad row is named in one
-line and no shard is left behind. Split a large file into parts (`split -l`,
-each part with the header) to convert it in parallel and to give each worker
-files of its own.
+in 0..NUM_CLASSES-1), every other column a feature, in header order. The rows
+are shuffled (seeded) and dealt into shards (import_csv), each written by its
+own process, --workers at a time, under a hidden name; all are renamed once
+every one is done: a bad row is named in one line and no shard is left behind.
+Split a large file into parts (`split -l`, each part with the header) to read
+it in parallel.
 {%- endif %}
 """
 
@@ -74,11 +74,7 @@ def convert(jobs, write_shard, workers):
         for _, target in jobs
     ]
     try:
-        if workers == 1:
-            for (sources, _), partial in zip(jobs, partials, strict=True):
-                write_shard(sources, partial)
-        else:
-            write_in_processes(write_shard, [sources for sources, _ in jobs], partials, workers)
+        run_all(write_shard, zip([sources for sources, _ in jobs], partials, strict=True), workers)
     except BaseException:
         for partial in partials:
             if tf.io.gfile.exists(partial):
@@ -88,10 +84,20 @@ def convert(jobs, write_shard, workers):
         tf.io.gfile.rename(partial, target)
 
 
-def write_in_processes(write_shard, sources, targets, workers):
-    """write_shard(source, target) for each pair, in `workers` processes; the first
-    failure cancels the shards not yet started (on ImageNet, hours of them) and
-    is raised once the running ones end."""
+def run_all(write, jobs, workers):
+    """write(source, target) for each (source, target) of `jobs`, `workers` at a
+    time in processes of their own (1: one after the other, in this process)."""
+    if workers == 1:
+        for source, target in jobs:
+            write(source, target)
+    else:
+        write_in_processes(write, jobs, workers)
+
+
+def write_in_processes(write, jobs, workers):
+    """write(source, target) for each job, in `workers` processes; the first
+    failure cancels the jobs not yet started (on ImageNet, hours of shards) and is
+    raised once the running ones end."""
     # The command's own quiet start of TensorFlow (its C++ start-up lines hidden),
     # in each process before it imports anything that loads TensorFlow.
     from {{ cookiecutter.package_name }}.cli import start_tensorflow
@@ -101,7 +107,7 @@ def write_in_processes(write_shard, sources, targets, workers):
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=start_tensorflow, initargs=(False,)
     ) as pool:
-        written = [pool.submit(write_shard, *job) for job in zip(sources, targets, strict=True)]
+        written = [pool.submit(write, *job) for job in jobs]
         try:
             for future in concurrent.futures.as_completed(written):
                 future.result()
