@@ -200,6 +200,10 @@ def measure(package, workdir, quick):
 
     resume_fresh = first_batch_seconds(0)
     resume_late = first_batch_seconds(plan.steps_per_epoch - 1)
+    # What the skip to that step reads: the records of the steps before it.
+    skipped_bytes = (
+        plan.train.bytes / sum(plan.train.counts) * (plan.steps_per_epoch - 1) * global_batch
+    )
     input_rate = max(
         doctor.input_examples_per_second(strategy, config, plan) for _ in range(repeats)
     )
@@ -248,6 +252,12 @@ def measure(package, workdir, quick):
             "save_in_steps": save_seconds / step_seconds,
             "share_of_run": save_seconds / (save_seconds + config.checkpoint_every * step_seconds),
             "checkpoint_every": config.checkpoint_every,
+        },
+        # A resume's skip through the records before its step (read, not parsed),
+        # in seconds per GB of records skipped.
+        "resume_skip": {
+            "gb_skipped": skipped_bytes / 1e9,
+            "seconds_per_gb": (resume_late - resume_fresh) / (skipped_bytes / 1e9),
         },
         "startup_seconds": {"1x": startup[small], "20x": startup[large]},
         "startup_examples_1x": startup_examples,

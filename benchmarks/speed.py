@@ -241,7 +241,8 @@ def main(argv=None):
             f"{task}: checkpoint save {checkpoint['save_in_steps']:.1f} training steps,"
             f" {100 * checkpoint['share_of_run']:.2f}% of a run at --checkpoint-every"
             f" {checkpoint['checkpoint_every']}; first step {startup['1x']:.2f} s after"
-            f" start ({measured['startup_examples_1x']} examples), {startup['20x']:.2f} s on 20x"
+            f" start ({measured['startup_examples_1x']} examples), {startup['20x']:.2f} s on 20x;"
+            f" a resume's skip {measured['resume_skip']['seconds_per_gb']:.1f} s per GB skipped"
         )
     print(recipe_table(results))
     print(held_out_table(results["recipe"]))

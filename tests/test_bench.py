@@ -81,6 +81,8 @@ def test_quick_bench_measures_both_tasks_and_writes_results_and_chart(tmp_path):
             assert math.isfinite(value) and value > 0, (task, name, value)
         assert sorted(measured["examples_per_second"]) == sorted(CONTENDERS)
         assert 0 < measured["checkpoint"]["share_of_run"] < 1
+        assert measured["resume_skip"]["gb_skipped"] > 0
+        assert math.isfinite(measured["resume_skip"]["seconds_per_gb"])
         assert sorted(measured["recipe_ratios"]) == sorted(RECIPE_RATIOS)
         for name, value in measured["recipe_ratios"].items():
             assert math.isfinite(value) and value > 0, (task, name, value)

@@ -4,6 +4,7 @@ function of (seed, epoch, step), and a stream that runs on across epochs."""
 import numpy as np
 import pytest
 
+from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.data import (
     ArraySource,
     DataError,
@@ -110,6 +111,16 @@ def test_a_resumed_epoch_starts_at_the_batch_the_uninterrupted_one_reached():
     plan = plan_for(256, 32)
     whole = rows(worker_batches(plan, seed=5, epoch=2, first_step=0))
     assert rows(worker_batches(plan, seed=5, epoch=2, first_step=3)) == whole[3:]
+
+
+def test_a_resumes_skip_reports_its_progress_and_lands_on_the_same_batches(monkeypatch):
+    # The watchdog's progress: a skip through hundreds of GB is not a stall.
+    monkeypatch.setattr(data, "SKIP_REPORT_BATCHES", 2)
+    plan = plan_for(256, 32)
+    reports = []
+    resumed = worker_batches(plan, 5, 2, 7, on_skip_progress=lambda: reports.append(1))
+    assert rows(resumed) == rows(worker_batches(plan, seed=5, epoch=2, first_step=0))[7:]
+    assert len(reports) == 4  # at skipped batches 0, 2, 4 and 6 of 7
 
 
 def test_steps_per_epoch_continues_the_stream_across_epochs():

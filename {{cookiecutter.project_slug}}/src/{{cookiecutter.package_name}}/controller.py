@@ -69,7 +69,8 @@ class Controller:
     checkpoints     restores and saves the model, optimizer and `progress`
     settings        the run's settings, checked on resume and kept (run_settings.py)
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
-    training_input  (epoch, first step, epochs) -> the distributed training batches
+    training_input  (epoch, first step, epochs, on skip progress) -> the distributed
+                    training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
     summary_writer  where the TensorBoard scalars go
     watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
@@ -146,8 +147,12 @@ class Controller:
                 if epoch < self.config.epochs:
                     # One pipeline for the rest of the run: an epoch continues the
                     # stream where the last one stopped, and the skip to a position
-                    # is paid once, on a resume.
-                    batches = self.training_input(epoch, step, self.config.epochs - epoch)
+                    # is paid once, on a resume, in the first call: it reports its
+                    # progress to the watchdog, which then bounds the skip by how
+                    # long it goes without any, not by the first call's bound.
+                    batches = self.training_input(
+                        epoch, step, self.config.epochs - epoch, self.watchdog.progress
+                    )
                     iterator = iter(batches)
                 while self.progress.position[0] < self.config.epochs:
                     self.train_epoch(iterator, preemption)

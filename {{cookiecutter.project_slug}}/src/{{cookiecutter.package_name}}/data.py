@@ -41,6 +41,8 @@ DATA = tf.data.experimental.AutoShardPolicy.DATA
 FILE = tf.data.experimental.AutoShardPolicy.FILE
 # Rows summarized at a time for the training data's statistics.
 STATISTICS_BATCH = 4096
+# A resume's skip to its position reports progress every this many batches.
+SKIP_REPORT_BATCHES = 256
 
 
 class DataError(TrainerError):
@@ -297,14 +299,16 @@ def batch_records(records, per_replica_batch_size):
     return records.batch(per_replica_batch_size, drop_remainder=True)
 
 
-def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1):
+def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_progress=None):
     """Worker `worker`'s per-replica batches from step `first_step` of `epoch` to the
     end of `epochs` epochs: each step takes one batch per replica of this worker.
 
-    skip() runs the pass over the batches before `first_step` (reading, no parsing,
-    no training step), at most one pass. The controller makes one pipeline for the
-    rest of a run, so that is paid once when it starts: never at an epoch start,
-    and only on a resume (a fresh run starts at a pass's start).
+    The skip runs the pass over the batches before `first_step` (reading, no
+    parsing, no training step), at most one pass. The controller makes one
+    pipeline for the rest of a run, so that is paid once when it starts: never at
+    an epoch start, and only on a resume (a fresh run starts at a pass's start).
+    It calls `on_skip_progress()` every SKIP_REPORT_BATCHES batches it skips (the
+    watchdog's progress: a skip through hundreds of GB is not a stall).
     """
     shards = plan.shards
     num_workers = shards.num_workers
@@ -325,12 +329,33 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1):
         return batches.take(shards.steps_per_pass * batches_per_step)
 
     batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
-    batches = batches.skip(offset * batches_per_step)
+    batches = skipped(batches, offset * batches_per_step, on_skip_progress)
     batches = batches.take((epochs * plan.steps_per_epoch - first_step) * batches_per_step)
     batches = batches.map(
         lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE
     )
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def skipped(batches, count, on_progress=None):
+    """batches.skip(count), calling on_progress() every SKIP_REPORT_BATCHES
+    batches skipped when given."""
+    if on_progress is None or count == 0:
+        return batches.skip(count)
+
+    def report():
+        on_progress()
+        return True
+
+    def kept(position, batch):
+        reporting = (position < count) & (position % SKIP_REPORT_BATCHES == 0)
+        reported = tf.cond(
+            reporting, lambda: tf.py_function(report, [], tf.bool), lambda: tf.constant(False)
+        )
+        with tf.control_dependencies([reported]):
+            return position >= count
+
+    return batches.enumerate().filter(kept).map(lambda position, batch: batch)
 
 
 def example_keys(pass_seed, positions, worker, num_workers):
@@ -341,13 +366,21 @@ def example_keys(pass_seed, positions, worker, num_workers):
     return tf.stack([tf.fill(tf.shape(positions), pass_seed), positions], axis=1)
 
 
-def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1):
+def training_input(strategy, plan, seed, epoch, first_step=0, epochs=1, on_skip_progress=None):
     """The distributed batches of `epochs` epochs from step `first_step` of `epoch`
-    on, one pipeline per worker."""
+    on, one pipeline per worker (`on_skip_progress`: see worker_batches)."""
 
     def dataset_fn(context):
         check_planned_for(plan, context)
-        return worker_batches(plan, seed, epoch, first_step, context.input_pipeline_id, epochs)
+        return worker_batches(
+            plan,
+            seed,
+            epoch,
+            first_step,
+            context.input_pipeline_id,
+            epochs,
+            on_skip_progress,
+        )
 
     return strategy.distribute_datasets_from_function(dataset_fn)
 
