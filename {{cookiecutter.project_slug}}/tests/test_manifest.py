@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }}.data import ArraySource
 from {{ cookiecutter.package_name }}.manifest import (
     ManifestError,
     first_corrupt_file,
+    in_label_order,
     index,
     load,
     sorted_by_label,
@@ -397,6 +398,29 @@ def test_index_warns_once_when_the_shards_look_sorted_by_label(tmp_path, caplog)
         f" labels 0..{NUM_CLASSES - 1})"
     )
     assert message.endswith("re-shard with the records shuffled, then re-run index")
+
+
+def test_records_in_label_order_are_told_from_their_runs():
+    rng = np.random.default_rng(3)
+    two_classes = np.repeat([0, 1], 512)
+    assert in_label_order(two_classes)
+    assert not in_label_order(rng.permutation(two_classes))
+    # A dominant class shuffled has long runs, but as many changes as expected.
+    dominant = rng.permutation(np.repeat([0, 1, 2], [960, 32, 32]))
+    assert not in_label_order(dominant)
+    assert in_label_order(np.sort(dominant))
+    assert not in_label_order(np.zeros(1024, np.int64))  # a single label cannot tell
+    assert not in_label_order(np.array([1, 0, 2]))  # too few records to tell
+
+
+def test_index_warns_when_one_shard_holds_its_records_in_label_order(tmp_path, caplog):
+    # One shard: its label range spans every label, its order does not.
+    write_shards(tmp_path, [256], by_label=True)
+    [warning] = [record for record in caplog.records if record.name == manifest.__name__]
+    assert warning.getMessage().startswith(
+        "1 of the 1 training shards hold their records in label order"
+        " (train-00000-of-00001.tfrecord: long runs of one label in their first records)"
+    )
 
 
 def test_the_first_corrupt_file_is_found(data):

@@ -103,7 +103,10 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
                     f" --{split}-files with their pattern, or create a sample data set with"
                     f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}`"
                 )
-            splits[split] = list(pool.map(index_file, paths))
+            indexed = list(pool.map(index_file, paths))
+            splits[split] = [shard for shard, _ in indexed]
+            if split == "train":
+                ordered = [shard.path for shard, first in indexed if in_label_order(first)]
         learned = training_statistics(pool, [shard.path for shard in splits["train"]])
     manifest = {
         "version": VERSION,
@@ -130,6 +133,18 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
             min(low for low, _ in ranges),
             max(high for _, high in ranges),
         )
+    elif ordered:
+        log.warning(
+            "%d of the %d training shards hold their records in label order (%s%s: long"
+            " runs of one label in their first records): training shuffles only within a"
+            " window of the records, so its batches would hold few classes - re-shard"
+            " with the records shuffled (import-csv and import-images do), then re-run"
+            " index",
+            len(ordered),
+            len(ranges),
+            os.path.basename(ordered[0]),
+            ", ..." if len(ordered) > 1 else "",
+        )
     return splits
 
 
@@ -145,12 +160,28 @@ def sorted_by_label(ranges):
     return 2 * narrow > len(ranges)
 
 
+def in_label_order(labels):
+    """Whether these labels (a shard's first records, in order) come in runs far
+    longer than a shuffled order of the same labels gives: fewer than a quarter
+    of the label changes expected, (n - 1) * (1 - sum of the labels' squared
+    shares), when that is at least 8 (a single label, or a handful of records,
+    cannot tell)."""
+    labels = np.asarray(labels)
+    if labels.size < 2:
+        return False
+    _, counts = np.unique(labels, return_counts=True)
+    expected = (labels.size - 1) * (1 - np.sum((counts / labels.size) ** 2))
+    changes = np.count_nonzero(labels[1:] != labels[:-1])
+    return bool(expected >= 8 and 4 * changes < expected)
+
+
 def index_file(path):
-    """Read one file whole: its records, their feature length and label range."""
+    """Read one file whole: (its Shard: records, feature length and label range;
+    the labels of its first batch of records, in order)."""
     size = tf.io.gfile.stat(path).length
     if size == 0:
         raise ManifestError(f"{path} is empty - regenerate or remove it")
-    records, shapes, label_min, label_max = 0, set(), None, None
+    records, shapes, label_min, label_max, first = 0, set(), None, None, None
     try:
         for record_shapes, label_counts, labels in described_batches(path):
             records += int(tf.size(label_counts))
@@ -162,6 +193,7 @@ def index_file(path):
                     " exactly one int64 'label' (see task.encode)"
                 )
             labels = labels.numpy()
+            first = labels if first is None else first
             low, high = int(labels.min()), int(labels.max())
             label_min = low if label_min is None else min(label_min, low)
             label_max = high if label_max is None else max(label_max, high)
@@ -172,7 +204,8 @@ def index_file(path):
     except tf.errors.InvalidArgumentError:
         # The batches before the failed one were counted: it starts at `records`.
         raise unreadable(path, records) from None
-    return Shard(path, size, records, feature_shape_of(path, shapes), label_min, label_max)
+    shard = Shard(path, size, records, feature_shape_of(path, shapes), label_min, label_max)
+    return shard, first
 
 
 def training_statistics(pool, paths):
