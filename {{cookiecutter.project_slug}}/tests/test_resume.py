@@ -347,6 +347,23 @@ def test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finis
     ) in caplog.text
 
 
+def test_rollbacks_that_skip_most_of_an_epoch_stop_the_run_in_one_line(
+    one_device, sgd_config, monkeypatch
+):
+    # Every call but the last blows up (a NaN in the data would): recovery must
+    # not end a run "done" that trained 2 of its 8 steps.
+    settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4)
+    build_engine = with_engine_calls(training.build_engine, {1, 2, 3}, diverging)
+    monkeypatch.setattr(training, "build_engine", build_engine)
+    config = sgd_config("most", 128, recovery_trials=5, **settings)
+    stopped = (
+        r"^the training loss became nan in epoch 1 by step 6, and the rollbacks have skipped"
+        r" 6 of the 8 steps of epoch 1: the loss does not recover - check the data"
+    )
+    with pytest.raises(TrainingError, match=stopped):
+        train(config, one_device)
+
+
 @pytest.mark.parametrize("loop", LOOPS)
 def test_blow_ups_past_the_recovery_trials_stop_in_one_line(
     one_device, sgd_config, monkeypatch, loop

@@ -269,6 +269,16 @@ class Controller:
                 " by running the same command again"
             )
         self.progress.rolled_back(step - back_step, recoveries + 1)
+        skipped, steps = int(self.progress.skipped.numpy()), self.plan.steps_per_epoch
+        if 2 * skipped > steps:
+            # Blow-ups that come back call after call are no passing spikes: a run
+            # that skipped most of its steps would end "done" and untrained.
+            raise TrainingError(
+                f"{blow_up}, and the rollbacks have skipped {skipped} of the {steps} steps"
+                f" of epoch {epoch + 1}: the loss does not recover - check the data for"
+                " values that are not finite, or lower --learning-rate; the last good"
+                " checkpoint is kept"
+            )
         log.warning(
             "%s: rolled back to the checkpoint at step %d and skipped the %d steps since"
             " it (recovery %d of %d)",
