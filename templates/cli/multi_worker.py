@@ -1,5 +1,9 @@
 
 
+# How long a worker that lost a peer waits before it exits.
+LOST_PEER_EXIT_DELAY_SECONDS = 5
+
+
 def config_from_args(args):
     """The config file, overridden by the flags given (None: not given)."""
     overrides = config_overrides(args)
@@ -35,7 +39,10 @@ def run_train(args):
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)
-        # Retryable, like a preemption: a TFJob restarts it, Slurm requeues it.
+        # Retryable, like a preemption. A moment's wait first, so the lost worker's
+        # own end (a stall's 142, a kill) fails its pod before this 143 does: a
+        # JobSet restarts on the first, counting a stall and not a preemption.
+        time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
         return PREEMPTED_EXIT_STATUS
     finish_together(strategy)
     return status

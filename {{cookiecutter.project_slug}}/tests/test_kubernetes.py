@@ -1,7 +1,9 @@
 """The TFJob and JobSet manifests and their image: valid for the real schemas,
 consistent with this project, and runnable: the TFJob's container command goes
 through the local launcher with as many workers as the manifest asks for, and
-each JobSet pod builds its TF_CONFIG from its place in the set."""
+each JobSet pod builds its TF_CONFIG from its place in the set. The JobSet's
+failure rules, walked as Kubernetes and JobSet walk them, restart or fail the set
+on each exit status as README.md's restart policy says."""
 
 import copy
 import fnmatch
@@ -42,8 +44,10 @@ def test_manifest_is_a_valid_tfjob():
 
 
 def test_a_preempted_worker_is_restarted_and_a_failed_one_is_not():
-    # ExitCode: exit codes 128-255 are retryable (143, the preempted run's, after
-    # SIGTERM), 1-127 are permanent (train's errors exit 1 or 2).
+    # ExitCode: the operator recreates a pod that exits 128-255 (143 after SIGTERM,
+    # 142 after a stall: it cannot tell them apart) and fails the job on 1-127
+    # (train's errors exit 1 or 2). Training Operator v1 counts none of these
+    # restarts against runPolicy.backoffLimit (kubeflow/trainer#2045): README.md.
     assert workers(MANIFEST)["restartPolicy"] == "ExitCode"
     # Time between SIGTERM and the kill to finish the running call and save.
     assert workers(MANIFEST)["template"]["spec"]["terminationGracePeriodSeconds"] == 120
@@ -222,24 +226,156 @@ def test_jobset_is_valid_and_the_schema_refuses_a_malformed_one():
     broken["spec"]["failurePolicy"]["rules"][0]["action"] = "RestartForever"
     with pytest.raises(jsonschema.ValidationError, match="'RestartForever' is not one of"):
         jsonschema.validate(broken, JOBSET_SCHEMA)
+    # What the CRD schema leaves to the API server's Job validation and JobSet's
+    # webhook, which would refuse the set at kubectl apply.
+    rules = job(JOBSET)["podFailurePolicy"]["rules"]
+    assert len(rules) <= 20
+    containers = [container["name"] for container in pod(JOBSET)["containers"]]
+    for rule in rules:
+        assert rule["action"] in ("FailJob", "FailIndex", "Ignore", "Count")
+        assert ("onExitCodes" in rule) != ("onPodConditions" in rule)
+        if "onExitCodes" in rule:
+            wanted = rule["onExitCodes"]
+            assert wanted["containerName"] in containers
+            assert wanted["operator"] in ("In", "NotIn")
+            assert wanted["values"] == sorted(set(wanted["values"])), "ordered, no repeats"
+            assert 0 < len(wanted["values"]) <= 255
+            assert wanted["operator"] == "NotIn" or 0 not in wanted["values"]
+        else:
+            for pattern in rule["onPodConditions"]:
+                assert pattern["status"] in ("True", "False", "Unknown")
+    names = []
+    for rule in JOBSET["spec"]["failurePolicy"]["rules"]:
+        names.append(rule["name"])
+        assert re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", rule["name"])
+        assert set(rule.get("onJobFailureReasons", [])) <= {
+            "PodFailurePolicy",
+            "BackoffLimitExceeded",
+            "DeadlineExceeded",
+            "MaxFailedIndexesExceeded",
+            "FailedIndexes",
+        }
+        for pattern in rule.get("onJobFailureMessagePatterns", []):
+            re.compile(pattern)
+            # Nothing Python's re has and RE2 lacks: look-arounds, back-references.
+            assert not re.search(r"\(\?<?[=!]|\\[1-9]", pattern), pattern
+    assert len(set(names)) == len(names)
 
 
-def test_jobset_restarts_on_143_and_fails_on_any_other_exit():
-    policy = JOBSET["spec"]["failurePolicy"]
-    rules = {rule["action"]: rule["onJobFailureReasons"] for rule in policy["rules"]}
-    # Exit 143 fails the Job by its pod failure policy: the set restarts, uncounted.
-    assert rules["RestartJobSetAndIgnoreMaxRestarts"] == ["PodFailurePolicy"]
-    [exit_143] = job(JOBSET)["podFailurePolicy"]["rules"]
-    assert exit_143 == {
-        "action": "FailJob",
-        "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [143]},
-    }
-    # Any other exit: no retry of the pod (backoffLimit 0), so the Job fails with
-    # BackoffLimitExceeded, and that fails the set.
-    assert job(JOBSET)["backoffLimit"] == 0
-    assert rules["FailJobSet"] == ["BackoffLimitExceeded"]
+def pod_failure_policy_outcome(manifest, exit_code=None, conditions=()):
+    """How the job controller fails the Job when one of its pods failed with
+    `exit_code` (None: the container never ended, its node gone) and `conditions`:
+    (reason, message) of the Job's Failed condition, or None when it is no failure.
+    The first rule that matches acts (kubernetes pkg/controller/job/pod_failure_policy.go,
+    whose messages these are); a pod no FailJob rule takes counts against
+    backoffLimit, which 0 makes BackoffLimitExceeded."""
+    if exit_code == 0:
+        return None  # a succeeded pod: the policy is never asked
+    spec, name = job(manifest), "default/trainer-worker-0-1-x7k2p"
+    for index, rule in enumerate(spec["podFailurePolicy"]["rules"]):
+        if "onExitCodes" in rule:
+            wanted = rule["onExitCodes"]
+            if exit_code is None or wanted.get("containerName", "tensorflow") != "tensorflow":
+                continue
+            if (exit_code in wanted["values"]) != (wanted["operator"] == "In"):
+                continue
+            message = (
+                f"Container tensorflow for pod {name} failed with exit code {exit_code}"
+                f" matching {rule['action']} rule at index {index}"
+            )
+        else:
+            patterns = [(c["type"], c.get("status", "True")) for c in rule["onPodConditions"]]
+            matched = [kind for kind in conditions if (kind, "True") in patterns]
+            if not matched:
+                continue
+            message = (
+                f"Pod {name} has condition {matched[0]}"
+                f" matching {rule['action']} rule at index {index}"
+            )
+        if rule["action"] == "FailJob":
+            return "PodFailurePolicy", message
+        assert rule["action"] == "Count", "Ignore would replace the pod: not what the set wants"
+        break
+    assert spec["backoffLimit"] == 0
+    return "BackoffLimitExceeded", "Job has reached the specified backoff limit"
+
+
+def jobset_action(manifest, reason, message):
+    """The action of the set's first failure policy rule whose reasons and message
+    patterns (Go's regexp.MatchString: RE2, unanchored) both match; RestartJobSet when
+    none does (kubernetes-sigs/jobset pkg/controllers/failure_policy.go)."""
+    for rule in manifest["spec"]["failurePolicy"]["rules"]:
+        if rule.get("onJobFailureReasons") and reason not in rule["onJobFailureReasons"]:
+            continue
+        patterns = rule.get("onJobFailureMessagePatterns", [])
+        if patterns and not any(re.search(pattern, message) for pattern in patterns):
+            continue
+        if rule.get("targetReplicatedJobs") and "worker" not in rule["targetReplicatedJobs"]:
+            continue
+        return rule["action"]
+    return "RestartJobSet"
+
+
+COUNTED, UNCOUNTED, FAIL = "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts", "FailJobSet"
+
+
+@pytest.mark.parametrize(
+    "exit_code, conditions, action",
+    [
+        (0, (), None),
+        (1, (), FAIL),
+        (2, (), FAIL),
+        (137, (), COUNTED),
+        (139, (), COUNTED),
+        (142, (), COUNTED),
+        (143, (), UNCOUNTED),
+        (3, (), COUNTED),
+        (143, ("DisruptionTarget",), UNCOUNTED),
+        (137, ("DisruptionTarget",), COUNTED),
+        (1, ("DisruptionTarget",), COUNTED),
+        (None, ("DisruptionTarget",), COUNTED),
+        (None, (), COUNTED),
+    ],
+    ids=[
+        "finished",
+        "error",
+        "bad-input",
+        "sigkill",
+        "segfault",
+        "stalled",
+        "preempted",
+        "unknown-exit",
+        "evicted-after-saving",
+        "evicted-killed",
+        "evicted-mid-save",
+        "node-lost",
+        "failed-without-exit",
+    ],
+)
+def test_jobset_acts_on_each_exit_as_the_restart_policy_says(exit_code, conditions, action):
+    # A worker pod fails; the job controller fails the Job by the pod failure policy,
+    # and JobSet picks its action from the Job's failure reason and message.
+    failure = pod_failure_policy_outcome(JOBSET, exit_code, conditions)
+    assert (failure and jobset_action(JOBSET, *failure)) == action
     assert pod(JOBSET)["restartPolicy"] == "Never"  # what a pod failure policy needs
-    assert JOBSET["spec"]["network"]["enableDNSHostnames"] is True
+
+
+def test_jobset_caps_the_counted_restarts_and_not_the_preemptions():
+    # JobSet fails the set (ReachedMaxRestarts) when a counted restart finds
+    # maxRestarts of them already done; an uncounted one never does.
+    max_restarts = JOBSET["spec"]["failurePolicy"]["maxRestarts"]
+    assert max_restarts == 3
+
+    def failures_survived(exit_code):
+        counted = 0
+        for failures in range(100):
+            action = jobset_action(JOBSET, *pod_failure_policy_outcome(JOBSET, exit_code))
+            if action == FAIL or (action == COUNTED and counted == max_restarts):
+                return failures
+            counted += action == COUNTED
+        return failures + 1
+
+    assert [failures_survived(code) for code in (142, 137, 1, 143)] == [3, 3, 0, 100]
 
 
 def test_jobset_pods_are_the_tfjob_pods():

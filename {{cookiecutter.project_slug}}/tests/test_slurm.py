@@ -1,13 +1,16 @@
-"""The Slurm batch script: valid bash, consistent with this project{% if cookiecutter.distribution == "multi_worker" %}, and its
-cluster-building step gives every task the TF_CONFIG of its node{% endif %}."""
+"""The Slurm batch script: valid bash, consistent with this project, requeued
+as README.md's restart policy says (run under stand-ins for srun and scontrol){% if cookiecutter.distribution == "multi_worker" %}, and
+its cluster-building step gives every task the TF_CONFIG of its node{% endif %}."""
 
 {%- if cookiecutter.distribution == "multi_worker" %}
 
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -34,6 +37,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SBATCH = ROOT / "slurm" / "train.sbatch"
 SCRIPT = SBATCH.read_text(encoding="utf-8")
+PROJECT_COMMAND = "{{ cookiecutter.project_slug }}"
+TASKS = {{ 2 if cookiecutter.distribution == "multi_worker" else 1 }}
 
 
 def sbatch_option(name):
@@ -55,34 +60,167 @@ def test_a_requeued_job_appends_to_the_first_attempts_log():
     assert sbatch_option("open-mode") == "append"
 
 
+# Stand-ins for what the batch script runs: srun runs its command once per task and
+# exits as srun does when no task was killed (the highest exit status); the project's
+# command exits with its task's status from TASK_STATUSES; scontrol notes the requeue.
+STAND_INS = {
+    "srun": """
+while [ "${1#-}" != "$1" ]; do shift; done
+highest=0
+for rank in $(seq 0 $((TASKS - 1))); do
+  SLURM_PROCID=$rank "$@"
+  code=$?
+  if [ "$code" -gt "$highest" ]; then highest=$code; fi
+done
+exit "$highest"
+""",
+    PROJECT_COMMAND: 'set -- $TASK_STATUSES; shift "$SLURM_PROCID"; exit "$1"',
+    "scontrol": 'echo "$@" >> "$REQUEUES"',
+    "python": "echo '{}'",
+}
+
+
+@pytest.fixture
+def job(tmp_path):
+    """A job's attempts: each call runs the batch script as Slurm starts the job and
+    every requeue of it (the same job ID, in the submission directory) while its
+    tasks exit with `statuses`, and returns (exit status, requeued, output lines)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in STAND_INS.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{script}\n")
+        (bin_dir / name).chmod(0o755)
+    requeues = tmp_path / "requeues"
+    requeues.touch()
+
+    def attempt(*statuses, **environment):
+        before = requeues.read_text()
+        result = subprocess.run(
+            ["bash", str(SBATCH)],
+            cwd=tmp_path,
+            env={
+                **os.environ,
+                "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                "SLURM_JOB_ID": "4242",
+                "TASKS": str(TASKS),
+                "TASK_STATUSES": " ".join(map(str, statuses)),
+                "REQUEUES": str(requeues),
+                **environment,
+            },
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        requeued = requeues.read_text()[len(before) :]
+        assert requeued in ("", f"requeue {environment.get('SLURM_JOB_ID', '4242')}\n"), requeued
+        return result.returncode, bool(requeued), result.stdout.splitlines()
+
+    return attempt
+
+
+def ended_by(status):
+    """Every task's status when one task ends with `status` and{% if cookiecutter.distribution == "multi_worker" %} the others, which
+    lost it as a peer, exit 143{% else %} there is no other{% endif %}."""
+    return (status,) + (143 if status else 0,) * (TASKS - 1)
+
+
+def test_a_finished_run_is_not_requeued(job):
+    assert job(*ended_by(0)) == (0, False, [])
+
+
+def test_a_preemption_is_requeued_every_time_and_not_counted(job):
+    for _ in range(6):
+        status, requeued, [line] = job(*ended_by(143))
+        assert (status, requeued) == (0, True)
+        assert line.startswith("train.sbatch: exit 143 (preempted after saving")
+        assert line.endswith("requeued; not counted, 3 of MAX_RETRIES=3 retries left")
+
+
 @pytest.mark.parametrize(
-    "train_status, script_status, requeued",
-    [(143, 0, True), (1, 1, False), (0, 0, False)],
-    ids=["preempted", "failed", "finished"],
+    "cause, why",
+    [
+        (142, "stalled"),
+        (137, "killed by SIGKILL"),
+        (139, "killed by SIGSEGV"),
+        (253, "out of memory"),
+    ],
+    ids=["stall", "sigkill", "segfault", "srun-oom"],
 )
-def test_sbatch_requeues_only_a_preempted_run(tmp_path, train_status, script_status, requeued):
-    """The script under a fake srun (exiting as train would) and a fake scontrol."""
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    (fake_bin / "srun").write_text(f"#!/bin/sh\nexit {train_status}\n")
-    (fake_bin / "scontrol").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/scontrol\n')
-    for tool in fake_bin.iterdir():
-        tool.chmod(0o755)
-    result = subprocess.run(
-        ["bash", str(SBATCH)],
-        env={
-            **os.environ,
-            "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}",
-            "SLURM_JOB_ID": "4242",
-        },
-        capture_output=True,
-        text=True,
+def test_a_stall_or_a_kill_is_requeued_max_retries_times_then_ends_the_job(job, cause, why):
+    for left in (2, 1, 0):
+        status, requeued, [line] = job(*ended_by(cause))
+        assert (status, requeued) == (0, True)
+        assert line.startswith(f"train.sbatch: exit {cause} ({why}")
+        assert line.endswith(f"requeued, {left} of MAX_RETRIES=3 retries left")
+    status, requeued, [line] = job(*ended_by(cause))
+    assert (status, requeued) == (cause, False)
+    assert line.endswith("not requeued, all MAX_RETRIES=3 retries used")
+
+
+def test_preemptions_in_between_do_not_give_a_stall_more_retries(job):
+    steps = [(142, 0, True), (143, 0, True), (143, 0, True), (142, 0, True), (142, 142, False)]
+    for cause, status, requeued in steps:
+        assert job(*ended_by(cause), MAX_RETRIES="2")[:2] == (status, requeued), cause
+    # MAX_RETRIES=0: no retry at all.
+    assert job(*ended_by(142), SLURM_JOB_ID="4343", MAX_RETRIES="0")[:2] == (142, False)
+
+
+@pytest.mark.parametrize("cause", [1, 2], ids=["error", "bad-input"])
+def test_an_error_or_bad_input_ends_the_job_at_once(job, cause):
+    status, requeued, [line] = job(*ended_by(cause))
+    assert (status, requeued) == (cause, False)
+    assert line.startswith(f"train.sbatch: exit {cause} (")
+    assert line.endswith("not requeued, a rerun would fail the same way")
+
+
+def test_a_max_retries_that_is_not_a_number_stops_the_job_before_it_trains(job, tmp_path):
+    status, requeued, lines = job(*ended_by(143), MAX_RETRIES="three")
+    assert (status, requeued, lines) == (2, False, [])
+    assert not (tmp_path / "runs").exists()  # the run never started
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def test_a_task_records_how_it_ended_after_slurms_sigterm(tmp_path):
+    # Slurm signals every process of the step: the task's shell must wait for train
+    # to save and exit, then record its status (what the batch script acts on).
+    task = re.search(r"srun --kill-on-bad-exit=1 bash -c '\n(.+?)\n'", SCRIPT, re.DOTALL)[1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    saving = "trap 'sleep 0.5; exit 143' TERM; touch started; while :; do sleep 0.05; done"
+    for name, script in (("python", "echo '{}'"), (PROJECT_COMMAND, saving)):
+        (bin_dir / name).write_text(f"#!/bin/bash\n{script}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "runs" / "4242").mkdir(parents=True)
+    environment = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_PROCID": "1",
+    }
+    process = subprocess.Popen(
+        ["bash", "-c", task], cwd=tmp_path, env=environment, start_new_session=True
     )
-    assert result.returncode == script_status, result.stderr
-    requeue = tmp_path / "scontrol"
-    assert requeue.exists() == requeued
-    if requeued:
-        assert requeue.read_text() == "requeue 4242\n"
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGTERM)
+    assert process.wait(timeout=30) == 143
+    assert (tmp_path / "runs" / "4242" / "task-1.status").read_text() == "143\n"
+
+
+@pytest.mark.parametrize(
+    "statuses, cause",
+    [((143, 142), 142), ((1, 143), 1), ((142, 2), 2), ((139, 143), 139), ((143, 143), 143)],
+    ids=["stall", "error", "bad-input-over-stall", "crash", "preempted"],
+)
+def test_the_job_acts_on_the_cause_not_on_the_peers_that_lost_it(job, statuses, cause):
+    # srun reports the highest status: 143 for a stall or an error on one worker.
+    status, requeued, [line] = job(*statuses)
+    assert line.startswith(f"train.sbatch: exit {cause} (")
+    assert requeued == (cause not in (1, 2))
+    # A new attempt starts from no recorded status: a preemption now is one.
+    assert job(143, 143)[:2] == (0, True)
+{%- endif %}
 
 
 def test_sbatch_runs_this_projects_train_command():

@@ -11,6 +11,9 @@ import os
 import re
 import sys
 import tempfile
+{%- if cookiecutter.distribution == "multi_worker" %}
+import time
+{%- endif %}
 import warnings
 {%- if cookiecutter.distribution == "multi_worker" %}
 from pathlib import Path

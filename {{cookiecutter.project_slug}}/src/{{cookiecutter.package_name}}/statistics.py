@@ -22,7 +22,6 @@ import numpy as np
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line, task, write_atomically
-from {{ cookiecutter.package_name }}.checkpointing import CHECKPOINT_DIR
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +49,13 @@ def summarize(batches):
     )
 
 
-def for_run(model_dir, train):
+def for_run(model_dir, train, resuming):
     """The statistics this run builds its model with: those stored in `model_dir`
-    by the run its checkpoints belong to, or else the training source's."""
+    by the run whose checkpoints it resumes from (`resuming`), or else the
+    training source's."""
     path = os.path.join(model_dir, STATISTICS_NAME)
     if tf.io.gfile.exists(path):
-        if tf.train.get_checkpoint_state(os.path.join(model_dir, CHECKPOINT_DIR)):
+        if resuming:
             return load(model_dir)
         log.info(
             "%s is an earlier run's, whose checkpoints are gone: this run takes the"

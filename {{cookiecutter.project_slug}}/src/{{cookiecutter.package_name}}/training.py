@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.checkpointing import (
+    CHECKPOINT_DIR,
     Checkpoints,
     Progress,
     prepare_model_dir,
@@ -157,7 +158,10 @@ def train(config, strategy):
         config.checkpoint_every,
     )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
-    learned = statistics.for_run(config.model_dir, plan.train)
+    checkpoints = os.path.join(config.model_dir, CHECKPOINT_DIR)
+    learned = statistics.for_run(
+        config.model_dir, plan.train, resuming=bool(tf.train.get_checkpoint_state(checkpoints))
+    )
     # The model directory after the engine: a model the engine refuses leaves none.
     engine = build_engine(config, strategy, plan, learned)
     model_dir = prepare_model_dir(config.model_dir)
