@@ -325,6 +325,7 @@ ALWAYS_FILES = (
     "src/PKG/__init__.py",
     "src/PKG/__main__.py",
     "src/PKG/cli.py",
+    "src/PKG/startup.py",
     "src/PKG/arguments.py",
     "src/PKG/config.py",
     "src/PKG/strategy.py",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.cli import NATIVE_STARTUP_NOISE
+from {{ cookiecutter.package_name }}.startup import NATIVE_STARTUP_NOISE
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.sources import make_data
 {%- endif %}

@@ -4,18 +4,12 @@ Commands: train, doctor, export, gpu-smoke{% if cookiecutter.data_source == "tfr
 """
 
 import argparse
-import contextlib
 import dataclasses
 import logging
-import os
-import re
 import sys
+{%- if cookiecutter.distribution == "multi_worker" %}
 import tempfile
-{%- if cookiecutter.distribution == "multi_worker" %}
 import time
-{%- endif %}
-import warnings
-{%- if cookiecutter.distribution == "multi_worker" %}
 from pathlib import Path
 {%- endif %}
 
@@ -34,17 +28,9 @@ from {{ cookiecutter.package_name }}.config import (
     load_config,
     value_type,
 )
+from {{ cookiecutter.package_name }}.startup import start_tensorflow
 
 PROG = "{{ cookiecutter.project_slug }}"
-# What TensorFlow's C++ side prints while it loads and looks for GPUs, before its
-# log level applies (TF_CPP_MIN_LOG_LEVEL cannot hide it): shown with --verbose.
-NATIVE_STARTUP_NOISE = re.compile(
-    r"All log messages before absl::InitializeLog|oneDNN custom operations are on"
-    r"|cudart_stub\.cc|Could not find cuda drivers|failed call to cuInit"
-    r"|Unable to register cu(DNN|FFT|BLAS) factory|computation_placer\.cc"
-    r"|cpu_feature_guard\.cc|the appropriate compiler flags|To enable the following instructions"
-    r"|TF-TRT Warning|Attempting to register factory for plugin"
-)
 
 
 def add_config_flags(parser, command):
@@ -187,45 +173,6 @@ def run_gpu_smoke(args):
     report = gpu_smoke(load_config(None, {}), args.cpu_replicas)
     report.print()
     return 0 if report.passed else 1
-
-
-@contextlib.contextmanager
-def native_startup_noise_hidden():
-    """Run the block with this process's stderr (file descriptor 2, where C++
-    writes) captured, then pass on every line but NATIVE_STARTUP_NOISE."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-                if not NATIVE_STARTUP_NOISE.search(line):
-                    sys.stderr.write(line)
-            sys.stderr.flush()
-
-
-def start_tensorflow(verbose):
-    """Load TensorFlow and look for GPUs (where CUDA prints its start-up lines);
-    quietly unless `verbose`."""
-    if not verbose:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with contextlib.nullcontext() if verbose else native_startup_noise_hidden():
-        import tensorflow as tf
-
-        tf.config.list_physical_devices("GPU")
-    if verbose:
-        return
-    # TensorFlow's info lines (each checkpoint save logs its sharding time) and a
-    # warning tf.distribute's own input code triggers on every traced dataset.
-    for name in ("tensorflow", "absl"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", "To make it possible to preserve tf.data options")
 
 
 def main(argv=None):

@@ -37,6 +37,7 @@ import random
 {% endif %}import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, manifest
+from {{ cookiecutter.package_name }}.startup import start_tensorflow
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
 {%- else %}
@@ -98,12 +99,10 @@ def write_in_processes(write, jobs, workers):
     """write(source, target) for each job, in `workers` processes; the first
     failure cancels the jobs not yet started (on ImageNet, hours of shards) and is
     raised once the running ones end."""
-    # The command's own quiet start of TensorFlow (its C++ start-up lines hidden),
-    # in each process before it imports anything that loads TensorFlow.
-    from {{ cookiecutter.package_name }}.cli import start_tensorflow
-
     # spawn, not fork: a forked copy of a process running TensorFlow's threads can hang.
     context = multiprocessing.get_context("spawn")
+    # Each process starts TensorFlow as quietly as the command, before it imports
+    # anything that loads it.
     with concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=start_tensorflow, initargs=(False,)
     ) as pool:
