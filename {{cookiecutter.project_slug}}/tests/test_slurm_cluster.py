@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.startup import NATIVE_STARTUP_NOISE
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.sources import make_data
 {%- endif %}
+from {{ cookiecutter.package_name }}.startup import NATIVE_STARTUP_NOISE
 
 pytestmark = pytest.mark.slurm
 
