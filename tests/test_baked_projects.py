@@ -85,7 +85,7 @@ FRAMEWORK_CASES = (
     "test_resume.py::test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint",
     "test_resume.py::test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finishes",
     "test_resume.py::test_blow_ups_past_the_recovery_trials_stop_in_one_line",
-    "test_resume.py::test_rollbacks_that_skip_most_of_an_epoch_stop_the_run_in_one_line",
+    "test_resume.py::test_a_blow_up_right_after_a_rollback_stops_the_run_in_one_line",
     "test_resume.py::test_a_checkpoint_of_another_model_is_refused_in_one_line",
     "test_resume.py::test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over",
     "test_resume.py::test_storage_that_never_answers_stops_the_run_retryably",

@@ -44,7 +44,8 @@ def run_train(args):
         # JobSet restarts on the first, counting a stall and not a preemption.
         time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
         return PREEMPTED_EXIT_STATUS
-    finish_together(strategy)
+    if status in (0, PREEMPTED_EXIT_STATUS):  # every worker ended there too
+        finish_together(strategy)
     return status
 
 

@@ -1,9 +1,13 @@
 
 
 SPLITS = ("train", "eval")
-# CSV bytes per shard when --num-files is not given: a shard's rows are shuffled
-# in memory.
+# CSV bytes per shard when --num-files is not given, and at most: a shard's rows
+# are shuffled in memory, in each of --workers processes.
 CSV_BYTES_PER_SHARD = 64 * 2**20
+MAX_CSV_BYTES_PER_SHARD = 2**30
+# The first pass writes a part per file and shard (and keeps a file open per
+# shard): more would be slow to write and remove on a bucket.
+MAX_PARTS = 100_000
 
 
 def import_csv(
@@ -25,9 +29,10 @@ def import_csv(
     for path in [*train_files, *eval_files]:  # every header, before any shard is written
         with open_csv(path) as handle:
             header_label_index(path, next(csv.reader(handle), None), label_column)
-    check_output_dir(output_dir)
     files = {"train": train_files, "eval": eval_files}
     shards = {"train": num_files or shards_for(train_files), "eval": shards_for(eval_files)}
+    check_shards(files, shards)
+    check_output_dir(output_dir)
     deals, writes = [], []
     for split_index, split in enumerate(SPLITS):
         # parts[shard][file]: where each file leaves its rows for each shard.
@@ -52,8 +57,40 @@ def import_csv(
 
 def shards_for(paths):
     """One shard per CSV_BYTES_PER_SHARD of the files `paths`, at least one."""
-    size = sum(os.path.getsize(path) for path in paths)
-    return max(1, -(-size // CSV_BYTES_PER_SHARD))
+    return max(1, -(-csv_bytes(paths) // CSV_BYTES_PER_SHARD))
+
+
+def csv_bytes(paths):
+    return sum(os.path.getsize(path) for path in paths)
+
+
+def check_shards(files, shards):
+    """Refuse, in one line, shards whose rows would not fit in memory, and more
+    parts or open files than the first pass can have; raise this process's limit
+    of open files (the conversion processes inherit it) to what it needs."""
+    per_shard = csv_bytes(files["train"]) / shards["train"]
+    if per_shard > MAX_CSV_BYTES_PER_SHARD:
+        least = -(-csv_bytes(files["train"]) // MAX_CSV_BYTES_PER_SHARD)
+        raise ConversionError(
+            f"--num-files {shards['train']} gives {per_shard / 2**20:.1f} MiB of CSV a shard,"
+            f" whose rows are shuffled in memory - pass --num-files {least} or more"
+        )
+    parts = sum(len(files[split]) * shards[split] for split in SPLITS)
+    if parts > MAX_PARTS:
+        raise ConversionError(
+            f"{len(files['train'])} training files x {shards['train']} shards make {parts}"
+            f" temporary parts with evaluation's, more than {MAX_PARTS} - join the CSV files"
+            " into fewer, larger ones, or pass a smaller --num-files"
+        )
+    needed = max(shards.values()) + 64  # a writer per shard, and the process's own
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if needed > soft:
+        if hard != resource.RLIM_INFINITY and needed > hard:
+            raise ConversionError(
+                f"{max(shards.values())} shards need {needed} open files, this machine allows"
+                f" {hard} (ulimit -Hn) - pass a smaller --num-files, or raise the limit"
+            )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def part_path(output_dir, split, shard, index):

@@ -168,8 +168,12 @@ def make_any_worker(strategy):
 def make_every_worker(strategy):
     """value -> every worker's value (a list, in worker order). Every worker calls
     it at the same point (a collective: a worker that did not would stall the
-    others)."""
-    replicas_per_worker = strategy.num_replicas_in_sync // worker_count(strategy)
+    others). One worker gathers nothing (and a process that holds several
+    single-machine strategies, as the tests do, mixes no collective groups)."""
+    workers = worker_count(strategy)
+    if workers == 1:
+        return lambda value: [value]
+    replicas_per_worker = strategy.num_replicas_in_sync // workers
 
     @tf.function
     def gathered(value):

@@ -142,6 +142,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import importing
 from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
 from {{ cookiecutter.package_name }}.task import (
@@ -201,10 +202,34 @@ def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
     for shard in splits["train"]:
         _, first_labels = read_shards([shard])
         assert len(set(first_labels[:8].tolist())) > 1, first_labels
-    # The order is the seed's: the same seed gives the same shards.
+    # The order is the seed's: the same seed gives the same shards, whatever the
+    # processes (records compared parsed: a protobuf map's bytes may be ordered
+    # differently in another process).
     again = import_csv(str(tmp_path / "again"), train, evaluation, workers=1, num_files=3, seed=7)
     for shard, same in zip(splits["train"], again["train"], strict=True):
-        assert open(shard.path, "rb").read() == open(same.path, "rb").read()
+        for mine, theirs in zip(read_shards([shard]), read_shards([same]), strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+def test_shards_too_large_or_too_many_parts_are_refused_before_any_is_written(
+    tmp_path, monkeypatch
+):
+    features, labels = sample_examples(40, seed=2)
+    path = write_csv(tmp_path / "train.csv", features, labels)
+    output = tmp_path / "data"
+    # A shard's rows are shuffled in memory: its size is bounded.
+    limit = path.stat().st_size // 3
+    monkeypatch.setattr(importing, "MAX_CSV_BYTES_PER_SHARD", limit)
+    least = -(-path.stat().st_size // limit)
+    too_large = rf"^--num-files 2 gives [\d.]+ MiB of CSV a shard, .* --num-files {least} or more$"
+    with pytest.raises(ConversionError, match=too_large):
+        import_csv(str(output), [path], [path], workers=1, num_files=2)
+    monkeypatch.setattr(importing, "MAX_CSV_BYTES_PER_SHARD", 2**30)
+    monkeypatch.setattr(importing, "MAX_PARTS", 10)
+    too_many = r"^3 training files x 4 shards make 15 temporary parts with evaluation's, more"
+    with pytest.raises(ConversionError, match=too_many):
+        import_csv(str(output), [path] * 3, [path] * 3, workers=1, num_files=4)
+    assert not output.exists()
 
 
 def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
@@ -279,12 +304,13 @@ def test_the_first_failure_stops_the_conversion_and_leaves_no_shard(tmp_path):
     marks, output = tmp_path / "marks", tmp_path / "data"
     marks.mkdir()
     output.mkdir()
-    jobs = [((index, str(marks)), str(output / f"shard-{index}")) for index in range(12)]
+    jobs = [((index, str(marks)), str(output / f"shard-{index}")) for index in range(16)]
     with pytest.raises(ConversionError, match="^shard 0 does not convert$"):
         convert(jobs, write_slowly, workers=2)
     assert list(output.iterdir()) == []
-    # Those running or already handed to a process finish; the rest never start.
-    assert len(list(marks.iterdir())) <= 4
+    # Those running or already queued for a process (2 workers, and the pool's
+    # queue of 3) finish; the rest never start.
+    assert len(list(marks.iterdir())) <= 5
 
 
 def test_the_import_csv_command_writes_and_refuses_in_one_line(tmp_path, cli):

@@ -117,10 +117,12 @@ def test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs(one_device,
 
 def test_statistics_that_are_not_finite_are_refused_in_one_line(tmp_path):
     learned = {"mean": [0.5, float("nan")], "variance": [1.0, 1.0]}
-    with pytest.raises(statistics.StatisticsError, match=r"^the data's hold nan in 'mean': "):
-        statistics.check_finite(learned, "the data's")
+    refused = r"^the data's hold nan in 'mean': a value in the training data is not finite - fix$"
+    with pytest.raises(statistics.StatisticsError, match=refused):
+        statistics.check_finite(learned, "the data's", "fix")
     path = tmp_path / statistics.STATISTICS_NAME
     path.write_text(json.dumps(learned))  # JSON's NaN
-    with pytest.raises(statistics.StatisticsError, match=rf"^{path} hold nan in 'mean'"):
+    stored = rf"^{path} hold nan in 'mean': .* - train in a new --model-dir, from data whose"
+    with pytest.raises(statistics.StatisticsError, match=stored):
         statistics.load(str(tmp_path))
-    assert statistics.check_finite({"vocabulary": ["a", "b"], "mean": [1.0]}, "x")
+    assert statistics.check_finite({"vocabulary": ["a", "b"], "mean": [1.0]}, "x", "fix")

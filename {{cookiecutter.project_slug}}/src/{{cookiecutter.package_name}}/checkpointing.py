@@ -40,13 +40,9 @@ KEEP_CHECKPOINTS = 2
 # What a checkpoint that does not fit or cannot be read raises on restore (a data
 # file cut short raises IndexError, TensorFlow's OutOfRange through its reader).
 RESTORE_ERRORS = (AssertionError, ValueError, IndexError, tf.errors.OpError)
-# What storage that did not answer this time raises (a GCS or NFS hiccup, a
-# quota): the same checkpoint is read again, never passed over as damaged.
-TRANSIENT_ERRORS = (
-    tf.errors.UnavailableError,
-    tf.errors.DeadlineExceededError,
-    tf.errors.ResourceExhaustedError,
-)
+# What storage that did not answer this time raises (a GCS or NFS hiccup): the
+# same checkpoint is read again, never passed over as damaged.
+TRANSIENT_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
 # Reads of a checkpoint while its storage does not answer, RETRY_SECONDS apart
 # at first, then twice as long each time.
 READ_ATTEMPTS = 4
@@ -188,6 +184,7 @@ class Checkpoints:
         self.progress = progress
         self.every_worker = every_worker
         self.checkpoint = tf.train.Checkpoint(**trackables, **progress.variables())
+        self.model_dir = model_dir
         self.restore_dir = os.path.join(model_dir, CHECKPOINT_DIR)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, os.path.join(write_dir, CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
@@ -195,15 +192,7 @@ class Checkpoints:
 
     def exist(self):
         """Whether the model directory holds a checkpoint to resume from."""
-        return self.kept() != []
-
-    def kept(self):
-        """The kept checkpoints' paths, oldest first."""
-        try:
-            state = retried(tf.train.get_checkpoint_state, self.restore_dir)
-        except TRANSIENT_ERRORS as err:
-            raise self.unavailable(self.restore_dir, err) from None
-        return list(state.all_model_checkpoint_paths) if state else []
+        return kept_checkpoints(self.model_dir) != []
 
     def restore(self):
         """Restore the newest kept checkpoint that restores, the same on every
@@ -211,7 +200,7 @@ class Checkpoints:
         data file cut short by a full disk or a bad copy) falls back to the one
         before it, with a warning; when none restores (a changed model), the
         newest's error is the message."""
-        paths = self.kept()
+        paths = kept_checkpoints(self.model_dir)
         restored = None
         if paths:
             *older, newest = paths
@@ -219,7 +208,7 @@ class Checkpoints:
                 self.read(newest)
                 restored = newest
             except TRANSIENT_ERRORS as err:
-                raise self.unavailable(newest, err) from None
+                raise unavailable(newest, err) from None
             except RESTORE_ERRORS as err:
                 if not (older and self.restores(older[-1])):
                     raise CheckpointError(
@@ -274,29 +263,63 @@ class Checkpoints:
         return -1 if restored is None else int(self.progress.global_step.numpy())
 
     def read(self, path):
-        """Restore every variable from the checkpoint at `path`, reading again
-        while its storage does not answer."""
-        retried(lambda: self.checkpoint.restore(path).assert_consumed())
+        """Restore every variable from the checkpoint at `path`. Its files are
+        looked at first, again while their storage does not answer: TensorFlow's
+        checkpoint reader reports that as an unknown error, as it does damage."""
+        retried(look_at_files, path)
+        self.checkpoint.restore(path).assert_consumed()
 
     def restores(self, path):
         """Whether the checkpoint at `path` restores every variable (it then has)."""
         try:
             self.read(path)
         except TRANSIENT_ERRORS as err:
-            raise self.unavailable(path, err) from None
+            raise unavailable(path, err) from None
         except RESTORE_ERRORS:
             return False
         return True
 
-    def unavailable(self, path, err):
-        return StorageUnavailable(
-            f"the storage of {self.restore_dir} did not answer {READ_ATTEMPTS} reads of"
-            f" {path} ({first_line(err, 200)}) - restarting the job reads it again"
-        )
-
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""
         return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
+
+
+def kept_checkpoints(model_dir):
+    """The paths of the checkpoints kept in `model_dir`, oldest first. The state
+    file is looked at through tf.io.gfile, again while its storage does not
+    answer: TensorFlow's own reader (get_checkpoint_state) takes any error for
+    "no checkpoint", and the run would start afresh over its checkpoints."""
+    directory = os.path.join(model_dir, CHECKPOINT_DIR)
+    state_file = os.path.join(directory, "checkpoint")
+    try:
+        if not retried(tf.io.gfile.exists, state_file):
+            return []
+        state = retried(read_state, directory)
+    except TRANSIENT_ERRORS as err:
+        raise unavailable(state_file, err) from None
+    return list(state.all_model_checkpoint_paths)
+
+
+def read_state(directory):
+    """The checkpoint state in `directory`, whose state file exists."""
+    state = tf.train.get_checkpoint_state(directory)
+    if state is None:  # TensorFlow's reader hid why: taken as the storage's fault
+        raise tf.errors.UnavailableError(None, None, f"{directory}/checkpoint could not be read")
+    return state
+
+
+def look_at_files(path):
+    """The storage's own (typed) error, if any, for the files of the checkpoint at
+    `path`."""
+    for name in [f"{path}.index", *tf.io.gfile.glob(f"{path}.data-*")]:
+        tf.io.gfile.stat(name)
+
+
+def unavailable(path, err):
+    return StorageUnavailable(
+        f"the storage did not answer {READ_ATTEMPTS} reads of {path} ({first_line(err, 200)})"
+        " - restarting the job reads it again"
+    )
 
 
 def retried(read, *args):

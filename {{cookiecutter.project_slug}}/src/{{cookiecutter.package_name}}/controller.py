@@ -116,6 +116,7 @@ class Controller:
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
         self.warned_slow_call = False
+        self.just_rolled_back = False  # no call has trained since the last rollback
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
@@ -188,6 +189,7 @@ class Controller:
             if blow_up:
                 step = self.recover(blow_up, epoch, step + count)
                 continue
+            self.just_rolled_back = False
             seconds = time.perf_counter() - started
             if self.seconds_to_first_step is None:
                 self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
@@ -259,6 +261,14 @@ class Controller:
                 f" the data{'' if trials else ', or roll back and skip with --recovery-trials N'};"
                 " the last good checkpoint is kept"
             )
+        if self.just_rolled_back:
+            # Not a spike that its batches caused: skipping them did not help, and
+            # rolling back call after call would end the run "done" and untrained.
+            raise TrainingError(
+                f"{blow_up}, in the first call after a rollback: the loss does not recover"
+                " when batches are skipped - check the data for values that are not finite,"
+                " or lower --learning-rate; the last good checkpoint is kept"
+            )
         with self.watchdog.watching("restore", "rolling back to a checkpoint", A_PEER_OR_STORAGE):
             self.checkpoints.restore()
         back_epoch, back_step = self.progress.position
@@ -269,16 +279,7 @@ class Controller:
                 " by running the same command again"
             )
         self.progress.rolled_back(step - back_step, recoveries + 1)
-        skipped, steps = int(self.progress.skipped.numpy()), self.plan.steps_per_epoch
-        if 2 * skipped > steps:
-            # Blow-ups that come back call after call are no passing spikes: a run
-            # that skipped most of its steps would end "done" and untrained.
-            raise TrainingError(
-                f"{blow_up}, and the rollbacks have skipped {skipped} of the {steps} steps"
-                f" of epoch {epoch + 1}: the loss does not recover - check the data for"
-                " values that are not finite, or lower --learning-rate; the last good"
-                " checkpoint is kept"
-            )
+        self.just_rolled_back = True
         log.warning(
             "%s: rolled back to the checkpoint at step %d and skipped the %d steps since"
             " it (recovery %d of %d)",

@@ -29,6 +29,9 @@ import math
 {%- endif %}
 import multiprocessing
 import os
+{%- if cookiecutter.task == "tabular" %}
+import resource
+{%- endif %}
 {%- if cookiecutter.task == "image" %}
 import random
 {%- endif %}

@@ -221,7 +221,12 @@ def training_statistics(pool, paths):
             first_line(err, 160),
         )
         return None
-    return statistics.check_finite(learned, "the statistics of the training files")
+    return statistics.check_finite(
+        learned,
+        "the statistics of the training files",
+        "find the values that are not finite in the training files (import-csv names"
+        " each), fix them and run index again",
+    )
 
 
 def summarize_file(path):

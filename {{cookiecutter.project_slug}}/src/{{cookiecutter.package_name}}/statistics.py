@@ -62,7 +62,11 @@ def for_run(model_dir, train, resuming):
             " training data's statistics",
             path,
         )
-    return check_finite(train.statistics(), "the training data's statistics")
+    return check_finite(
+        train.statistics(),
+        "the training data's statistics",
+        "find the values that are not finite in the training data and fix them",
+    )
 
 
 def keep(model_dir, statistics):
@@ -72,17 +76,17 @@ def keep(model_dir, statistics):
     save(os.path.join(model_dir, STATISTICS_NAME), statistics)
 
 
-def check_finite(statistics, where):
-    """`statistics`, refused in one line when a number in them is not finite (a
-    NaN or infinite value in the data): a model normalized with a NaN trains on
-    NaN, and its loss, not the data, would be blamed."""
+def check_finite(statistics, where, fix):
+    """`statistics`, refused in one line (`where` they are, and the `fix`) when a
+    number in them is not finite (a NaN or infinite value in the data): a model
+    normalized with a NaN trains on NaN, and its loss, not the data, is blamed."""
     for key, value in statistics.items():
         numbers = np.asarray(value, dtype=object).ravel()
         bad = [x for x in numbers if isinstance(x, float) and not math.isfinite(x)]
         if bad:
             raise StatisticsError(
                 f"{where} hold {bad[0]} in {key!r}: a value in the training data is not"
-                " finite - find it (import-csv names each) and fix the data, then index again"
+                f" finite - {fix}"
             )
     return statistics
 
@@ -110,7 +114,11 @@ def load(model_dir):
         )
     try:
         with tf.io.gfile.GFile(path) as handle:
-            return check_finite(json.load(handle), path)
+            return check_finite(
+                json.load(handle),
+                path,
+                "train in a new --model-dir, from data whose values are all finite",
+            )
     except json.JSONDecodeError as err:
         raise StatisticsError(
             f"{path} is not JSON ({first_line(err)}) - restore it, or train in a new --model-dir"

@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.checkpointing import (
-    CHECKPOINT_DIR,
     Checkpoints,
     Progress,
+    kept_checkpoints,
     prepare_model_dir,
     worker_dir,
 )
@@ -158,10 +158,8 @@ def train(config, strategy):
         config.checkpoint_every,
     )
     prepare_run(config)  # first: a refused precision policy leaves no model directory
-    checkpoints = os.path.join(config.model_dir, CHECKPOINT_DIR)
-    learned = statistics.for_run(
-        config.model_dir, plan.train, resuming=bool(tf.train.get_checkpoint_state(checkpoints))
-    )
+    resuming = kept_checkpoints(config.model_dir) != []
+    learned = statistics.for_run(config.model_dir, plan.train, resuming)
     # The model directory after the engine: a model the engine refuses leaves none.
     engine = build_engine(config, strategy, plan, learned)
     model_dir = prepare_model_dir(config.model_dir)

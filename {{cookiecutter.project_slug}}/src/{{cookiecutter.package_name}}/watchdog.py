@@ -49,6 +49,7 @@ class Watchdog:
         # kind -> the longest block of that kind after its first (0.0: only the first ran)
         self.slowest = {}
         self.current = None  # (kind, what it does, likely cause, started)
+        self.current_lock = threading.Lock()  # progress() comes from other threads
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self.watch, name="watchdog", daemon=True)
 
@@ -64,21 +65,23 @@ class Watchdog:
         """Run the block under watch: `kind` ("training call", "save", ...) sets its
         bound; `doing` and `cause` (what it may wait on) go into the message."""
         started = time.monotonic()
-        self.current = (kind, doing, cause, started)
+        with self.current_lock:
+            self.current = (kind, doing, cause, started)
         try:
             yield
         finally:
-            self.current = None
+            with self.current_lock:
+                self.current = None
         seconds = time.monotonic() - started if kind in self.slowest else 0.0
         self.slowest[kind] = max(self.slowest.get(kind, 0.0), seconds)
 
     def progress(self):
         """The block under watch made progress: its wait starts again (called
         from any thread, e.g. the input pipeline's)."""
-        current = self.current
-        if current is not None:
-            kind, doing, cause, _ = current
-            self.current = (kind, doing, cause, time.monotonic())
+        with self.current_lock:
+            if self.current is not None:
+                kind, doing, cause, _ = self.current
+                self.current = (kind, doing, cause, time.monotonic())
 
     def bound(self, kind):
         if kind not in self.slowest:
