@@ -16,12 +16,11 @@ import tensorflow as tf
 {%- endif %}
 from conftest import load_weights, read_json, sample_statistics, scalars
 {% if cookiecutter.distribution == "multi_worker" %}
-from {{ cookiecutter.package_name }}.cli import log_to_worker_file, native_startup_noise_hidden
-{%- else %}
-from {{ cookiecutter.package_name }}.cli import native_startup_noise_hidden
+from {{ cookiecutter.package_name }}.cli import log_to_worker_file
 {%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
+from {{ cookiecutter.package_name }}.startup import native_startup_noise_hidden
 from {{ cookiecutter.package_name }}.task import build_model
 
 # A line of TensorFlow's C++ logging (glog format), or absl's notice before it.

@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-{%- if cookiecutter.data_source == "tfrecord" %}
+{% if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.sources import make_data
 {%- endif %}
 from {{ cookiecutter.package_name }}.startup import NATIVE_STARTUP_NOISE
