@@ -9,6 +9,7 @@ the saved one was.
 """
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -183,7 +184,13 @@ class Checkpoints:
     def __init__(self, trackables, progress, model_dir, write_dir, every_worker):
         self.progress = progress
         self.every_worker = every_worker
-        self.checkpoint = tf.train.Checkpoint(**trackables, **progress.variables())
+        # What the model's variables are, saved with them and compared on restore.
+        self.model_variables = variables_signature(trackables["model"])
+        with tf.device("/cpu:0"):
+            self.saved_model_variables = tf.Variable(self.model_variables, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(
+            **trackables, model_variables=self.saved_model_variables, **progress.variables()
+        )
         self.model_dir = model_dir
         self.restore_dir = os.path.join(model_dir, CHECKPOINT_DIR)
         self.manager = tf.train.CheckpointManager(
@@ -268,6 +275,14 @@ class Checkpoints:
         checkpoint reader reports that as an unknown error, as it does damage."""
         retried(look_at_files, path)
         self.checkpoint.restore(path).assert_consumed()
+        saved = self.saved_model_variables.numpy().decode()
+        if saved != self.model_variables:
+            # assert_consumed passes a checkpoint of a model with a layer more: its
+            # variables are saved through the optimizer's list, which the model
+            # without it matches in part.
+            raise AssertionError(
+                describe_difference(json.loads(saved), json.loads(self.model_variables))
+            )
 
     def restores(self, path):
         """Whether the checkpoint at `path` restores every variable (it then has)."""
@@ -282,6 +297,27 @@ class Checkpoints:
     def save(self):
         """Save at the current global step (its number names the checkpoint)."""
         return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
+
+
+def variables_signature(model):
+    """The model's variables as a checkpoint records them: each one's shape and
+    dtype, in order (their names are numbered per process), as JSON."""
+    return json.dumps(
+        [[list(variable.shape), tf.as_dtype(variable.dtype).name] for variable in model.weights]
+    )
+
+
+def describe_difference(saved, model):
+    """The first variable where the checkpoint's model (`saved`) and this one
+    (`model`) differ, in words."""
+    common = min(len(saved), len(model))
+    index = next((i for i in range(common) if saved[i] != model[i]), common)
+    there = saved[index] if index < len(saved) else "none"
+    here = model[index] if index < len(model) else "none"
+    return (
+        f"its model has {len(saved)} variables, this one {len(model)}; variable {index}:"
+        f" {there} there, {here} here"
+    )
 
 
 def kept_checkpoints(model_dir):
