@@ -65,7 +65,7 @@ def train_flags(model_dir, loop, *extra):
         "--model-dir", str(model_dir),
         "--optimizer", "sgd",
 {%- if cookiecutter.task == "image" %}
-        "--learning-rate", "0.01",  # as conftest.sgd_config (batch normalization)
+        "--learning-rate", "0.001",  # as conftest.sgd_config (batch normalization)
 {%- else %}
         "--learning-rate", "0.05",
 {%- endif %}
