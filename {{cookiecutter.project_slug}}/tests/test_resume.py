@@ -347,16 +347,24 @@ def test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finis
     ) in caplog.text
 
 
+# Calls of 2 steps, a checkpoint at step 4.
+BLOW_UP_RUN = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4)
+
+
+def blowing_up(monkeypatch, calls):
+    """The engine's calls numbered `calls` blow up (diverging)."""
+    build_engine = with_engine_calls(training.build_engine, calls, diverging)
+    monkeypatch.setattr(training, "build_engine", build_engine)
+
+
 def test_a_blow_up_right_after_a_rollback_stops_the_run_in_one_line(
     one_device, sgd_config, monkeypatch
 ):
     # Calls 3 and 4 blow up (a NaN in the data would make every one): skipping
     # batches does not help, and rolling back call after call with trials to
     # spare would end the run "done" and untrained.
-    settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4)
-    build_engine = with_engine_calls(training.build_engine, {3, 4}, diverging)
-    monkeypatch.setattr(training, "build_engine", build_engine)
-    config = sgd_config("again", 128, recovery_trials=5, **settings)
+    blowing_up(monkeypatch, {3, 4})
+    config = sgd_config("again", 128, recovery_trials=5, **BLOW_UP_RUN)
     stopped = (
         r"^the training loss became nan in epoch 1 by step 8, in the first call after a"
         r" rollback: the loss does not recover when batches are skipped - check the data"
@@ -369,9 +377,8 @@ def test_a_blow_up_right_after_a_rollback_stops_the_run_in_one_line(
 def test_blow_ups_past_the_recovery_trials_stop_in_one_line(
     one_device, sgd_config, monkeypatch, loop
 ):
-    settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
-    build_engine = with_engine_calls(training.build_engine, {2, 3}, diverging)
-    monkeypatch.setattr(training, "build_engine", build_engine)
+    settings = dict(BLOW_UP_RUN{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    blowing_up(monkeypatch, {2, 3})
     config = sgd_config("twice", 128, recovery_trials=1, **settings)
     stopped = (
         r"^the training loss became nan in epoch 1 by step 6, with all 1 --recovery-trials"
