@@ -259,17 +259,21 @@ LINGERING = (
 
 # The project's command on a worker that reads the newest checkpoint as damaged
 # (a DataLossError, as from a cached copy gone bad), while the others read it.
-NEWEST_CHECKPOINT_DAMAGED = """
+CHECKPOINTS_DAMAGED = """
 import os, runpy
 import tensorflow as tf
 restore = tf.train.Checkpoint.restore
-def restore_unless_newest(self, path, *args, **kwargs):
-    if path == tf.train.latest_checkpoint(os.path.dirname(path)):
+def restore_unless_damaged(self, path, *args, **kwargs):
+    if DAMAGED:
         raise tf.errors.DataLossError(None, None, f"checksum mismatch in {path}")
     return restore(self, path, *args, **kwargs)
-tf.train.Checkpoint.restore = restore_unless_newest
+tf.train.Checkpoint.restore = restore_unless_damaged
 runpy.run_module('{{ cookiecutter.package_name }}', run_name='__main__', alter_sys=True)
 """
+NEWEST_CHECKPOINT_DAMAGED = CHECKPOINTS_DAMAGED.replace(
+    "DAMAGED", "path == tf.train.latest_checkpoint(os.path.dirname(path))"
+)
+EVERY_CHECKPOINT_DAMAGED = CHECKPOINTS_DAMAGED.replace("DAMAGED", "True")
 
 
 @contextlib.contextmanager
@@ -277,7 +281,7 @@ def worker_processes(command, count, scripts=None):
     """`count` workers running `command`, each a process with its own TF_CONFIG
     (output and errors on stdout), killed if still running when the block ends;
     `scripts` {index: Python code} runs that worker's command through the code
-    (LINGERING, NEWEST_CHECKPOINT_DAMAGED) instead of the project's module."""
+    (LINGERING, the CHECKPOINTS_DAMAGED ones) instead of the project's module."""
     scripts = scripts or {}
     project = ["-m", "{{ cookiecutter.package_name }}"]
     processes = [
@@ -441,6 +445,16 @@ def test_workers_resume_from_one_checkpoint_when_one_cannot_read_the_newest(tmp_
     assert agreed in outputs[0], outputs[0][-3000:]
     logs = [outputs[0], (model_dir / "worker-1.log").read_text()]
     assert [log.count("resumed from epoch 0 step 4\n") for log in logs] == [1] * WORKERS, logs
+
+    # Worker 1 can read none: it refuses, and says so to worker 0 at the gather
+    # both reach (before, worker 0 waited there for the watchdog: 3 x 30 s, 142).
+    damaged = {1: EVERY_CHECKPOINT_DAMAGED}
+    with worker_processes(["train", "--epochs", "3", *flags], WORKERS, damaged) as processes:
+        outputs = [process.communicate(timeout=300)[0] for process in processes]
+    assert [process.returncode for process in processes] == [2] * WORKERS, outputs
+    assert "does not fit this model" in outputs[1], outputs[1][-3000:]
+    told = f"worker 1 could not restore the checkpoints in {model_dir / 'checkpoints'}"
+    assert told in outputs[0], outputs[0][-3000:]
 
 
 @pytest.fixture(scope="module")

@@ -267,8 +267,8 @@ def restoring_nan_weights(restore):
     """Checkpoints.restore, then every trainable weight NaN (as in a run that
     diverged): the next step's loss is NaN."""
 
-    def restore_then_poison(self):
-        position = restore(self)
+    def restore_then_poison(self, *args):
+        position = restore(self, *args)
         for variable in self.checkpoint.model.trainable_variables:
             variable.assign(tf.fill(variable.shape, float("nan")))
         return position

@@ -48,6 +48,8 @@ TRANSIENT_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
 # at first, then twice as long each time.
 READ_ATTEMPTS = 4
 RETRY_SECONDS = 1.0
+# What a worker that could not restore gathers in place of a step.
+UNAVAILABLE, REFUSED = -3, -2
 
 
 class CheckpointError(TrainerError):
@@ -197,51 +199,88 @@ class Checkpoints:
             self.checkpoint, os.path.join(write_dir, CHECKPOINT_DIR), max_to_keep=KEEP_CHECKPOINTS
         )
 
-    def exist(self):
-        """Whether the model directory holds a checkpoint to resume from."""
-        return kept_checkpoints(self.model_dir) != []
-
-    def restore(self):
+    def restore(self, check_resumption=None):
         """Restore the newest kept checkpoint that restores, the same on every
-        worker; return its position, or None. A newest one that cannot be read (a
-        data file cut short by a full disk or a bad copy) falls back to the one
-        before it, with a warning; when none restores (a changed model), the
-        newest's error is the message."""
-        paths = kept_checkpoints(self.model_dir)
-        restored = None
-        if paths:
-            *older, newest = paths
-            try:
-                self.read(newest)
-                restored = newest
-            except TRANSIENT_ERRORS as err:
-                raise unavailable(newest, err) from None
-            except RESTORE_ERRORS as err:
-                if not (older and self.restores(older[-1])):
-                    raise CheckpointError(
-                        f"the checkpoint {newest} does not fit this model and optimizer"
-                        f" ({first_line(err, 200)})"
-                        " - train into a new --model-dir, or delete its checkpoints/ to start"
-                        " over"
-                    ) from None
-                log.warning(
-                    "the newest checkpoint %s cannot be restored (%s): resuming from the"
-                    " previous one, %s",
-                    newest,
-                    first_line(err, 200),
-                    older[-1],
-                )
-                restored = older[-1]
-        self.agree(restored, paths)
+        worker; return its position, or None. `check_resumption` (a run's first
+        restore) runs first when there is one. A newest one that cannot be read
+        (a data file cut short by a full disk or a bad copy) falls back to the
+        one before it, with a warning; when none restores (a changed model), the
+        newest's error is the message.
+
+        Each worker reads the checkpoints alone: one that fails says so to the
+        others, at the gather every worker reaches, and every worker stops with
+        its error, rather than leave them waiting in the gather for the watchdog.
+        """
+        paths = []
+
+        def newest():
+            paths.extend(kept_checkpoints(self.model_dir))
+            if paths and check_resumption is not None:
+                check_resumption()
+            return self.newest_that_restores(paths)
+
+        restored, steps = self.on_every_worker(newest)
+        if len(set(steps)) > 1:
+            self.agree(restored, paths, steps)
         return None if restored is None else self.progress.position
 
-    def agree(self, restored, paths):
+    def on_every_worker(self, restore):
+        """Run `restore` (-> the path it restored, or None) on every worker; return
+        that path and the step each worker restored. A worker whose `restore`
+        raises says so at the gather, and every worker raises."""
+        try:
+            restored = restore()
+            outcome, failure = self.restored_step(restored), None
+        except StorageUnavailable as err:
+            outcome, failure = UNAVAILABLE, err
+        except CheckpointError as err:
+            outcome, failure = REFUSED, err
+        steps = self.every_worker(outcome)
+        if failure is not None:
+            raise failure
+        failed = [worker for worker, step in enumerate(steps) if step in (UNAVAILABLE, REFUSED)]
+        if failed:
+            worker = failed[0]
+            error = StorageUnavailable if steps[worker] == UNAVAILABLE else CheckpointError
+            raise error(
+                f"worker {worker} could not restore the checkpoints in {self.restore_dir}"
+                " - its log says why"
+            )
+        return restored, steps
+
+    def newest_that_restores(self, paths):
+        """Restore the newest of `paths` that restores, or the one before it;
+        return its path (None when there are none)."""
+        if not paths:
+            return None
+        *older, newest = paths
+        try:
+            self.read(newest)
+            return newest
+        except TRANSIENT_ERRORS as err:
+            raise unavailable(newest, err) from None
+        except RESTORE_ERRORS as err:
+            if not (older and self.restores(older[-1])):
+                raise CheckpointError(
+                    f"the checkpoint {newest} does not fit this model and optimizer"
+                    f" ({first_line(err, 200)})"
+                    " - train into a new --model-dir, or delete its checkpoints/ to start"
+                    " over"
+                ) from None
+            log.warning(
+                "the newest checkpoint %s cannot be restored (%s): resuming from the"
+                " previous one, %s",
+                newest,
+                first_line(err, 200),
+                older[-1],
+            )
+            return older[-1]
+
+    def agree(self, restored, paths, steps):
         """Make every worker hold the same checkpoint: when one could not read the
-        newest, all go back to the newest that every worker restored (the oldest
-        step among them); refuse, naming each worker's, when that fails."""
-        steps = self.every_worker(self.restored_step(restored))
-        if len(set(steps)) == 1:
-            return
+        newest (`steps`: the step each restored), all go back to the newest that
+        every worker restored (the oldest step among them); refuse, naming each
+        worker's, when that fails."""
         if min(steps) < 0:
             raise CheckpointError(
                 f"the workers found different checkpoints in {self.restore_dir}"
@@ -249,9 +288,13 @@ class Checkpoints:
             )
         common = min(steps)
         path = next((path for path in paths if path.endswith(f"-{common}")), None)
-        if self.restored_step(restored) != common:
-            restored = path if path is not None and self.restores(path) else None
-        agreed = self.every_worker(self.restored_step(restored))
+
+        def common_one():
+            if self.restored_step(restored) == common:
+                return restored
+            return path if path is not None and self.restores(path) else None
+
+        _, agreed = self.on_every_worker(common_one)
         if len(set(agreed)) != 1:
             raise CheckpointError(
                 f"the workers restored different checkpoints ({describe_steps(steps)}) and"

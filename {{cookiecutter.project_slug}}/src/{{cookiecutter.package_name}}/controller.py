@@ -129,10 +129,9 @@ class Controller:
         )
         try:
             with self.watchdog.watching("restore", "restoring the checkpoint", A_PEER_OR_STORAGE):
-                if self.checkpoints.exist():
-                    # Before the restore: another optimizer would fail it less clearly.
-                    self.settings.check_resumption()
-                resumed_from = self.checkpoints.restore()
+                # Settings are checked before the restore: another optimizer would
+                # fail it less clearly.
+                resumed_from = self.checkpoints.restore(self.settings.check_resumption)
             if resumed_from is None:
                 log.info("starting fresh")
                 if self.config.recovery_trials:
