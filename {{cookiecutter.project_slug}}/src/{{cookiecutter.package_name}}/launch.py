@@ -31,8 +31,10 @@ STOP_GRACE_SECONDS = 5
 GRACE_SECONDS = 120
 # A worker's exit status after SIGTERM, once it has saved, or when it lost a
 # peer; and after a stall (controller.py). Both are retryable, and so is a
-# worker killed by a signal (its machine's OOM killer, a kill -9): the job
-# resumes from the last checkpoint.
+# worker killed by a signal: the job resumes from the last checkpoint. A kill
+# other than SIGTERM (the OOM killer's SIGKILL, a crash's SIGSEGV) may come
+# again on every restart: the launcher then exits 142, which a cluster counts
+# against the job's restart limit, never 143, which it does not.
 PREEMPTED = 143
 STALLED = 142
 POLL_SECONDS = 0.2
@@ -171,6 +173,13 @@ def is_retryable(code):
     return code in (PREEMPTED, STALLED) or code < 0
 
 
+def retry_status(codes):
+    """The launcher's status once a worker stopped retryably: 142 when one stalled
+    or was killed by a signal other than SIGTERM, 143 otherwise."""
+    killed = [code for code in codes if code is not None and code < 0 and code != -signal.SIGTERM]
+    return STALLED if STALLED in codes or killed else PREEMPTED
+
+
 def send_sigterm(processes):
     for process in processes:
         if process.poll() is None:
@@ -180,9 +189,9 @@ def send_sigterm(processes):
 def launch(workers, command, gpus_per_worker=None, grace_seconds=GRACE_SECONDS):
     """Run `command` (an argv list) as `workers` local workers; return the exit status:
     0 when every worker succeeds; 1 as soon as one fails (the others are stopped);
-    when one stopped retryably (is_retryable), 142 if any worker stalled and 143
-    otherwise, once the others have exited or `grace_seconds` have passed (a hung
-    worker is stopped: a restart resumes every worker from the last checkpoint)."""
+    when one stopped retryably (is_retryable), its retry_status, once the others
+    have exited or `grace_seconds` have passed (a hung worker is stopped: a
+    restart resumes every worker from the last checkpoint)."""
     if workers < 1:
         raise LaunchError(f"--workers {workers}: need at least 1 worker - use --workers 2")
     devices = worker_gpus(workers, gpus_per_worker)
@@ -226,7 +235,7 @@ def launch(workers, command, gpus_per_worker=None, grace_seconds=GRACE_SECONDS):
                 return 0
             if any(is_retryable(code) for code in ended) and retryable_since is None:
                 retryable_since = time.monotonic()
-            status = STALLED if STALLED in codes else PREEMPTED
+            status = retry_status(codes)
             if None not in codes:
                 log(lock, f"stopped: {describe_ends(codes)}; exiting {status}, retryable")
                 return status
