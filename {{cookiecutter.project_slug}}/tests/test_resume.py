@@ -548,12 +548,36 @@ def test_storage_that_never_answers_stops_the_run_retryably(one_device, sgd_conf
     failed = flaky_storage(monkeypatch, failures=None)
     config.epochs = 2
     unavailable = (
-        r"^the storage did not answer 4 reads of .*checkpoints/ckpt-6"
+        rf"^the storage did not answer {checkpointing.READ_ATTEMPTS} reads of"
+        r" .*checkpoints/ckpt-6"
         r" \(the storage did not answer\) - restarting the job reads it again$"
     )
     with pytest.raises(checkpointing.StorageUnavailable, match=unavailable):
         train(config, one_device)
     assert len(failed) == checkpointing.READ_ATTEMPTS
+
+
+def test_a_damaged_checkpoint_state_file_is_refused_not_retried(
+    one_device, sgd_config, monkeypatch
+):
+    # Before, it was taken for storage that did not answer: the run exited 142,
+    # to be restarted into the same file again and again.
+    config = sgd_config("damaged-state", 128, epochs=1, steps_per_epoch=6, checkpoint_every=4)
+    train(config, one_device)
+    with open(os.path.join(config.model_dir, "checkpoints", "checkpoint"), "w") as state_file:
+        state_file.write("\x00\x17 cut short")
+    config.epochs = 2
+    damaged = (
+        r"^the checkpoint state file .*checkpoints/checkpoint cannot be read as one"
+        r" \('\\x00\\x17 cut short'\) - rewrite it as the line"
+        r' model_checkpoint_path: "ckpt-N", for the newest ckpt-N.index beside it$'
+    )
+    with pytest.raises(checkpointing.CheckpointError, match=damaged):
+        train(config, one_device)
+    # The fix it gives resumes.
+    with open(os.path.join(config.model_dir, "checkpoints", "checkpoint"), "w") as state_file:
+        state_file.write('model_checkpoint_path: "ckpt-6"\n')
+    assert train(config, one_device)["resumed_from"] == {"epoch": 1, "step": 0}
 
 
 # What the refusal names: a model's variable with no value in the checkpoint

@@ -45,8 +45,9 @@ RESTORE_ERRORS = (AssertionError, ValueError, IndexError, tf.errors.OpError)
 # same checkpoint is read again, never passed over as damaged.
 TRANSIENT_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
 # Reads of a checkpoint while its storage does not answer, RETRY_SECONDS apart
-# at first, then twice as long each time.
-READ_ATTEMPTS = 4
+# at first, then twice as long each time: half a minute in all, what a bucket's
+# or an NFS server's brief outage takes, before the run stops to be restarted.
+READ_ATTEMPTS = 6
 RETRY_SECONDS = 1.0
 # What a worker that could not restore gathers in place of a step.
 UNAVAILABLE, REFUSED = -3, -2
@@ -376,14 +377,23 @@ def kept_checkpoints(model_dir):
         state = retried(read_state, directory)
     except TRANSIENT_ERRORS as err:
         raise unavailable(state_file, err) from None
-    return list(state.all_model_checkpoint_paths)
+    # A state file written by hand may name the newest only.
+    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
 
 
 def read_state(directory):
     """The checkpoint state in `directory`, whose state file exists."""
+    state_file = os.path.join(directory, "checkpoint")
+    # The storage's own (typed) error first: TensorFlow's reader hides why it failed.
+    with tf.io.gfile.GFile(state_file) as handle:
+        text = handle.read()
     state = tf.train.get_checkpoint_state(directory)
-    if state is None:  # TensorFlow's reader hid why: taken as the storage's fault
-        raise tf.errors.UnavailableError(None, None, f"{directory}/checkpoint could not be read")
+    if state is None:
+        raise CheckpointError(
+            f"the checkpoint state file {state_file} cannot be read as one"
+            f" ({text[:80]!r}) - rewrite it as the line"
+            ' model_checkpoint_path: "ckpt-N", for the newest ckpt-N.index beside it'
+        )
     return state
 
 
