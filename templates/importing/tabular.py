@@ -176,9 +176,7 @@ def example_of(path, line, header, row, label_at):
             )
         values.append(value)
     label = values.pop(label_at)
-    if label != int(label) or not 0 <= label < NUM_CLASSES:
-        raise ConversionError(
-            f"{path} line {line}: label {row[label_at]!r} is not a class in"
-            f" 0..{NUM_CLASSES - 1} - fix that row, or NUM_CLASSES in task.py"
-        )
-    return np.array(values, np.float32), int(label)
+    problem = check_labels(label, label)
+    if problem is not None:
+        raise ConversionError(f"{path} line {line}: {problem}")
+    return np.array(values, np.float32), label

@@ -36,6 +36,6 @@ def undecodable_record(path, start):
     return None
 
 
-def check_shard(shard, num_classes, label_offset):
+def check_shard(shard, label_offset):
     """A shard's labels (its images may be of any size: see feature_shape_of)."""
-    check_labels(shard, num_classes, label_offset)
+    check_shard_labels(shard, label_offset)

@@ -17,11 +17,11 @@ def unreadable(path, start):
     return not_of_the_format(path)
 
 
-def check_shard(shard, num_classes, label_offset):
+def check_shard(shard, label_offset):
     """A shard's features, of the shape the model takes, and its labels."""
     if shard.feature_shape != tuple(INPUT_SHAPE):
         raise ManifestError(
             f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
             f" takes {list(INPUT_SHAPE)} - fix the data, or INPUT_SHAPE in task.py"
         )
-    check_labels(shard, num_classes, label_offset)
+    check_shard_labels(shard, label_offset)

@@ -16,3 +16,19 @@ def per_example_metric(labels, logits):
     """1.0 where the highest logit is the label's class, else 0.0."""
     predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
     return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why labels from `low` to `high` (the smallest and largest of a shard's or a
+    CSV row's, less --label-offset) cannot train, or None: each must be a class."""
+    for label in (low, high):
+        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
+            return (
+                f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels,"
+                " --label-offset (1 for 1-based labels) or NUM_CLASSES in task.py (on a GPU,"
+                " cross-entropy gives NaN or garbage for such a label, not an error)"
+            )
+    return None
+{%- endif %}

@@ -100,7 +100,7 @@ class RecordSource:
 
 def load_sources(config):
     """The training and evaluation sources, from the manifest (no record is read)."""
-    splits, learned = manifest.load(config.data_dir, task.NUM_CLASSES, config.label_offset)
+    splits, learned = manifest.load(config.data_dir, config.label_offset)
     return tuple(
         RecordSource(
             files=tuple(shard.path for shard in splits[split]),

@@ -1,5 +1,7 @@
 
 NUM_CLASSES = 4
+# One example's label: a class index.
+LABEL_SHAPE = ()
 # The model's input: IMAGE_SIZE x IMAGE_SIZE x 3, uint8 (a quarter of float32's
 # bytes through the input pipeline and onto the device; the model casts).
 # For ImageNet-size training, 224 and a deeper network.

@@ -2,6 +2,8 @@
 NUM_FEATURES = 20
 INPUT_SHAPE = (NUM_FEATURES,)
 NUM_CLASSES = 4
+# One example's label: a class index.
+LABEL_SHAPE = ()
 METRIC_NAME = "accuracy"
 # The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
 # LABEL_SMOOTHING over all classes (0: plain cross-entropy; 0.1 suits large classifiers).

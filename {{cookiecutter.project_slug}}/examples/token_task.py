@@ -21,6 +21,8 @@ INPUT_SHAPE = (SEQUENCE_LENGTH,)
 VOCABULARY_SIZE = 64
 TOKENS_PER_TOPIC = 12
 NUM_CLASSES = 5
+# One example's label: a topic index.
+LABEL_SHAPE = ()
 METRIC_NAME = "top_2_accuracy"
 # Training replaces this share of the tokens with the mask (augmentation).
 MASK_RATE = 0.1
@@ -61,6 +63,16 @@ def per_example_metric(labels, logits):
     """1.0 where the label's class is among the two highest logits, else 0.0."""
     labels = tf.cast(labels, tf.int32)
     return tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), k=2), tf.float32)
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why labels from `low` to `high` cannot train, or None: each must be a topic."""
+    for label in (low, high):
+        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
+            return f"label {label:g} is not a topic in 0..{NUM_CLASSES - 1} - fix the labels"
+    return None
+{%- endif %}
 
 
 def summarize_batch(tokens, labels):

@@ -248,7 +248,7 @@ def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
         ("nan", r"line 5: 'nan' in column 'f3' is not a finite number - fix that row"),
         ("-inf", r"line 5: '-inf' in column 'f3' is not a finite number - fix that row"),
         ("nan label", r"line 5: 'nan' in column 'label' is not a finite number - fix that row"),
-        ("label", rf"line 5: label '{NUM_CLASSES}' is not a class in 0\.\.{NUM_CLASSES - 1}"),
+        ("label", rf"line 5: label {NUM_CLASSES} is not a class in 0\.\.{NUM_CLASSES - 1}"),
         ("short", rf"line 5 has {NUM_FEATURES} fields, the header {NUM_FEATURES + 1}"),
     ],
 )

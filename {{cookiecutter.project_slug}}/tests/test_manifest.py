@@ -52,7 +52,7 @@ SHAPE = (IMAGE_SIZE, IMAGE_SIZE, 3)
 
 
 def load_dir(path, label_offset=0):
-    return load(str(path), NUM_CLASSES, label_offset)[0]
+    return load(str(path), label_offset)[0]
 
 
 def example(label=1):
@@ -62,7 +62,7 @@ SHAPE = INPUT_SHAPE
 
 
 def load_dir(path):
-    return load(str(path), NUM_CLASSES)[0]
+    return load(str(path))[0]
 
 
 def example(label=1, width=NUM_FEATURES):
@@ -295,9 +295,10 @@ def test_images_of_any_size_are_indexed_with_the_smallest(data):
 def test_1_based_labels_need_a_label_offset(data):
     write_records(data / "train-00001-of-00002.tfrecord", [example(NUM_CLASSES)])
     index(str(data))
-    with pytest.raises(ManifestError, match=r"--label-offset 0\) - fix the labels, --label-offset"):
+    one_based = r"not a class in 0\.\.\d+ - fix the labels, --label-offset"
+    with pytest.raises(ManifestError, match=one_based):
         load_dir(data)
-    zero = r"train-00000-of-00002.tfrecord has label 0, outside 1"
+    zero = r"train-00000-of-00002.tfrecord \(--label-offset 1\): label -1 is not a class in 0"
     with pytest.raises(ManifestError, match=zero):
         load_dir(data, label_offset=1)  # make-data's labels start at 0
 {%- endif %}
@@ -307,10 +308,8 @@ def test_1_based_labels_need_a_label_offset(data):
 def test_a_label_outside_the_classes_is_refused_before_training(data, label):
     write_records(data / "train-00001-of-00002.tfrecord", [example(label)])
     index(str(data))
-    with pytest.raises(
-        ManifestError,
-        match=rf"train-00001-of-00002.tfrecord has label {label}, outside 0..{NUM_CLASSES - 1}",
-    ):
+    outside = rf"00001-of-00002.tfrecord: label {label} is not a class in 0..{NUM_CLASSES - 1}"
+    with pytest.raises(ManifestError, match=outside):
         load_dir(data)
 
 
@@ -375,6 +374,8 @@ def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch)
         ([(0, 0), (1, 1), (2, 2), (0, 3)], True),  # most shards hold one label
         ([(0, 0), (1, 1), (0, 3), (0, 2)], False),  # half of them: not most
         ([(5, 5)] * 4, False),  # a single label
+        ([(-1.5, 0.2), (0.2, 1.1), (1.1, 2.0), (2.0, 3.5)], True),  # a sorted target
+        ([(-1.5, 3.1), (-1.2, 3.5), (-1.4, 2.9), (-1.0, 3.3)], False),  # shuffled
     ],
 )
 def test_shards_in_label_order_are_told_from_their_label_ranges(ranges, looks_sorted):
@@ -400,7 +401,7 @@ def test_index_warns_once_when_the_shards_look_sorted_by_label(tmp_path, caplog)
     assert message.endswith("re-shard with the records shuffled, then re-run index")
 
 
-def test_records_in_label_order_are_told_from_their_runs():
+def test_records_in_label_order_are_told_from_their_order():
     rng = np.random.default_rng(3)
     two_classes = np.repeat([0, 1], 512)
     assert in_label_order(two_classes)
@@ -411,6 +412,14 @@ def test_records_in_label_order_are_told_from_their_runs():
     assert in_label_order(np.sort(dominant))
     assert not in_label_order(np.zeros(1024, np.int64))  # a single label cannot tell
     assert not in_label_order(np.array([1, 0, 2]))  # too few records to tell
+    # A regression target (no runs: every value differs) sorted, and shuffled.
+    target = rng.normal(size=1024)
+    assert in_label_order(np.sort(target))
+    assert not in_label_order(target)
+    # Multi-label rows, grouped by label set.
+    label_sets = rng.integers(0, 2, (1024, 5))
+    assert in_label_order(label_sets[np.lexsort(label_sets.T)])
+    assert not in_label_order(label_sets)
 
 
 def test_index_warns_when_one_shard_holds_its_records_in_label_order(tmp_path, caplog):
@@ -419,7 +428,7 @@ def test_index_warns_when_one_shard_holds_its_records_in_label_order(tmp_path, c
     [warning] = [record for record in caplog.records if record.name == manifest.__name__]
     assert warning.getMessage().startswith(
         "1 of the 1 training shards hold their records in label order"
-        " (train-00000-of-00001.tfrecord: long runs of one label in their first records)"
+        " (train-00000-of-00001.tfrecord: their first records follow the order of their labels)"
     )
 
 

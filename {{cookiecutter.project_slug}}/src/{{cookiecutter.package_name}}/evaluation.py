@@ -12,7 +12,12 @@ is the mean of task.per_example_metric, as in training.
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.task import METRIC_NAME, per_example_loss, per_example_metric
+from {{ cookiecutter.package_name }}.task import (
+    LABEL_SHAPE,
+    METRIC_NAME,
+    per_example_loss,
+    per_example_metric,
+)
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -21,8 +26,8 @@ def make_metric():
     """The training metric: the running mean of task.per_example_metric."""
 
     def metric(labels, logits):
-        # One label per example: tf_keras's compile() hands them over as [batch, 1].
-        return per_example_metric(tf.reshape(labels, [-1]), logits)
+        # tf_keras's compile() hands a label of shape [] over as [batch, 1].
+        return per_example_metric(tf.reshape(labels, [-1, *LABEL_SHAPE]), logits)
 
     return keras.metrics.MeanMetricWrapper(metric, name=METRIC_NAME)
 

@@ -12,8 +12,9 @@ yet started are not written), and no shard is left behind.
 """CSV files as they come -> shards in the task's record format (task.encode),
 and their manifest.
 
-A header row names the columns: `--label-column` holds the class (an integer
-in 0..NUM_CLASSES-1), every other column a feature, in header order. The rows
+A header row names the columns: `--label-column` holds the label (a number
+that task.check_labels takes: for a classifier, a class index), every other
+column a feature, in header order. The rows
 are shuffled (seeded) and dealt into shards (import_csv), each written by its
 own process, --workers at a time, under a hidden name; all are renamed once
 every one is done: a bad row is named in one line and no shard is left behind.
@@ -44,7 +45,7 @@ from {{ cookiecutter.package_name }}.startup import start_tensorflow
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
 {%- else %}
-from {{ cookiecutter.package_name }}.task import INPUT_SHAPE, NUM_CLASSES, encode
+from {{ cookiecutter.package_name }}.task import INPUT_SHAPE, check_labels, encode
 {%- endif %}
 from {{ cookiecutter.package_name }}.tfrecords import shard_name
 {%- if cookiecutter.task == "image" %}

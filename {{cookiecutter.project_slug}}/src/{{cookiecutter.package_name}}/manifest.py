@@ -27,12 +27,21 @@ from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
 from {{ cookiecutter.package_name }}.task import (
     FORMAT,
     INPUT_SHAPE,
+    LABEL_SHAPE,
+    check_labels,
     describe_batch,
     parse_batch,
     statistics_from,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.task import FORMAT, describe_batch, parse_batch, statistics_from
+from {{ cookiecutter.package_name }}.task import (
+    FORMAT,
+    LABEL_SHAPE,
+    check_labels,
+    describe_batch,
+    parse_batch,
+    statistics_from,
+)
 {%- endif %}
 
 log = logging.getLogger(__name__)
@@ -52,6 +61,8 @@ VERSION = 3
 READ_THREADS = 16
 INDEX_BATCH = 1024
 INDEX_COMMAND = "{{ cookiecutter.project_slug }} index --data-dir"
+# Values in one example's label.
+LABEL_VALUES = int(np.prod(LABEL_SHAPE))
 
 
 class ManifestError(TrainerError):
@@ -66,8 +77,9 @@ class Shard:
     bytes: int
     records: int
     feature_shape: tuple[int, ...]
-    label_min: int
-    label_max: int
+    # The smallest and largest label value (an int for integer labels).
+    label_min: float
+    label_max: float
 
 
 def check_data_dir(data_dir):
@@ -126,7 +138,7 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
     if sorted_by_label(ranges):
         log.warning(
             "the %d training shards look sorted by label (most hold at most half of labels"
-            " %d..%d): training shuffles only within a window of the records (a few files"
+            " %s..%s): training shuffles only within a window of the records (a few files"
             " at a time, a shuffle buffer of bounded size), so its batches would hold few"
             " classes - re-shard with the records shuffled, then re-run index",
             len(ranges),
@@ -135,8 +147,8 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
         )
     elif ordered:
         log.warning(
-            "%d of the %d training shards hold their records in label order (%s%s: long"
-            " runs of one label in their first records): training shuffles only within a"
+            "%d of the %d training shards hold their records in label order (%s%s: their"
+            " first records follow the order of their labels): training shuffles only within a"
             " window of the records, so its batches would hold few classes - re-shard"
             " with the records shuffled (import-csv and import-images do), then re-run"
             " index",
@@ -150,29 +162,32 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
 
 def sorted_by_label(ranges):
     """Whether shards with these (label_min, label_max) look written in label order:
-    at least 4 of them, most spanning at most half of the labels they span together
-    (shuffled shards of more than a few records each span nearly all of them; in
-    label order only the shards across a class boundary span more than one)."""
+    at least 4 of them, most spanning at most half of the range they span together
+    (shuffled shards of more than a few records each span nearly all of it; in
+    label order only the shards across a class boundary span more than one
+    class, and shards of a sorted regression target a slice of its range)."""
     if len(ranges) < 4:
         return False
-    labels = max(high for _, high in ranges) - min(low for low, _ in ranges) + 1
-    narrow = sum(2 * (high - low + 1) <= labels for low, high in ranges)
-    return 2 * narrow > len(ranges)
+    span = max(high for _, high in ranges) - min(low for low, _ in ranges)
+    narrow = sum(2 * (high - low) <= span for low, high in ranges)
+    return span > 0 and 2 * narrow > len(ranges)
 
 
 def in_label_order(labels):
-    """Whether these labels (a shard's first records, in order) come in runs far
-    longer than a shuffled order of the same labels gives: fewer than a quarter
-    of the label changes expected, (n - 1) * (1 - sum of the labels' squared
-    shares), when that is at least 8 (a single label, or a handful of records,
-    cannot tell)."""
-    labels = np.asarray(labels)
-    if labels.size < 2:
+    """Whether these labels (a shard's first records, in order; one row each)
+    follow their order: neighbours' ranks among the distinct labels differ by
+    less than a quarter of what the same labels shuffled (a seeded order) give,
+    when those differences add up to at least 8 (a single label, or a handful of
+    records, cannot tell). Runs of one class and a sorted regression target
+    both show; labels in random order do not."""
+    labels = np.asarray(labels).reshape(len(labels), -1)
+    if len(labels) < 2:
         return False
-    _, counts = np.unique(labels, return_counts=True)
-    expected = (labels.size - 1) * (1 - np.sum((counts / labels.size) ** 2))
-    changes = np.count_nonzero(labels[1:] != labels[:-1])
-    return bool(expected >= 8 and 4 * changes < expected)
+    _, ranks = np.unique(labels, axis=0, return_inverse=True)
+    ranks = ranks.reshape(-1)
+    steps = np.abs(np.diff(ranks)).sum()
+    shuffled = np.abs(np.diff(np.random.default_rng(0).permutation(ranks))).sum()
+    return bool(shuffled >= 8 and 4 * steps < shuffled)
 
 
 def index_file(path):
@@ -186,15 +201,17 @@ def index_file(path):
         for record_shapes, label_counts, labels in described_batches(path):
             records += int(tf.size(label_counts))
             shapes.update(map(tuple, np.unique(record_shapes.numpy(), axis=0).tolist()))
-            wrong = sorted(set(np.unique(label_counts.numpy()).tolist()) - {1})
+            wrong = sorted(set(np.unique(label_counts.numpy()).tolist()) - {LABEL_VALUES})
             if wrong:
                 raise ManifestError(
-                    f"{path} has a record with {wrong[0]} labels - each record needs"
-                    " exactly one int64 'label' (see task.encode)"
+                    f"{path} has a record with {wrong[0]} label values, the task takes"
+                    f" {LABEL_VALUES} (LABEL_SHAPE {list(LABEL_SHAPE)} in task.py) - fix the"
+                    " data (see task.encode), or LABEL_SHAPE"
                 )
-            labels = labels.numpy()
+            labels = labels.numpy().reshape(-1, *LABEL_SHAPE)
             first = labels if first is None else first
-            low, high = int(labels.min()), int(labels.max())
+            # .item(): a Python int for integer labels, a float for others.
+            low, high = labels.min().item(), labels.max().item()
             label_min = low if label_min is None else min(label_min, low)
             label_max = high if label_max is None else max(label_max, high)
     except tf.errors.DataLossError as err:
@@ -283,11 +300,11 @@ def write_manifest(path, text):
         ) from None
 
 
-def load(data_dir, num_classes, label_offset=0):
+def load(data_dir, label_offset=0):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, what
-    each holds fit for the model, and labels (minus `label_offset`) in
-    0..num_classes-1. Returns ({split: [Shard]}, the training data's statistics)."""
+    each holds fit for the model, and labels (minus `label_offset`) that
+    task.check_labels takes. Returns ({split: [Shard]}, the training data's statistics)."""
     check_data_dir(data_dir)
     splits, patterns, learned = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
@@ -295,7 +312,7 @@ def load(data_dir, num_classes, label_offset=0):
             check_listing(data_dir, split, shards, patterns[split])
             list(pool.map(check_size, shards))
             for shard in shards:
-                check_shard(shard, num_classes, label_offset)
+                check_shard(shard, label_offset)
     if learned is None:
         raise ManifestError(
             f"{MANIFEST_NAME} in {data_dir} has no statistics of the training data (index"
@@ -330,8 +347,8 @@ def read_manifest(data_dir):
                     bytes=int(entry["bytes"]),
                     records=int(entry["records"]),
                     feature_shape=tuple(entry["feature_shape"]),
-                    label_min=int(entry["label_min"]),
-                    label_max=int(entry["label_max"]),
+                    label_min=entry["label_min"],
+                    label_max=entry["label_max"],
                 )
                 for entry in manifest["splits"][split]["files"]
             ]
@@ -372,16 +389,12 @@ def check_size(shard):
         )
 
 
-def check_labels(shard, num_classes, label_offset):
-    for label in (shard.label_min, shard.label_max):
-        if not 0 <= label - label_offset < num_classes:
-            raise ManifestError(
-                f"{shard.path} has label {label}, outside"
-                f" {label_offset}..{num_classes - 1 + label_offset} (classes {num_classes},"
-                f" --label-offset {label_offset}) - fix the labels,"
-                " --label-offset (1 for 1-based labels) or NUM_CLASSES in task.py (on a GPU,"
-                " sparse cross-entropy gives NaN or garbage for such a label, not an error)"
-            )
+def check_shard_labels(shard, label_offset):
+    """A shard's labels, as task.check_labels judges them (after `label_offset`)."""
+    problem = check_labels(shard.label_min - label_offset, shard.label_max - label_offset)
+    if problem is not None:
+        offset = f" (--label-offset {label_offset})" if label_offset else ""
+        raise ManifestError(f"{shard.path}{offset}: {problem}")
 
 
 def first_corrupt_file(paths, threads=READ_THREADS):

@@ -4,9 +4,16 @@ This module is yours: it knows nothing about distribution. The framework (the
 strategy, sharding, the input pipeline, the engines, evaluation, export, the
 doctor) reaches it through these names alone:
 
-- `NUM_CLASSES`, and `METRIC_NAME` with `per_example_metric`: the metric
-  reported in training and evaluation is the mean of `per_example_metric` over
-  the examples.
+- `METRIC_NAME` with `per_example_metric`: the metric reported in training
+  and evaluation is the mean of `per_example_metric` over the examples.
+- `LABEL_SHAPE`: the shape of one example's label (here a class index: `()`;
+  a regression target is `()` too, a multi-label target `(NUM_LABELS,)`).
+{%- if cookiecutter.data_source == "tfrecord" %}
+- `check_labels(low, high)`: why labels from `low` to `high` cannot train
+  (here: one is not a class), or None. `index` asks it of every shard's
+  smallest and largest label{% if cookiecutter.task == "tabular" %}, `import-csv` of every row's{% endif %}; the framework names
+  the file{% if cookiecutter.task == "tabular" %} and line{% endif %}.
+{%- endif %}
 {%- if cookiecutter.task == "tabular" and cookiecutter.data_source == "tfrecord" %}
 - `INPUT_SHAPE`: the shape of one example's input, which `index` checks each
   record holds.
