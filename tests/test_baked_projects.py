@@ -217,7 +217,8 @@ def passes_its_own_tests(project, pytest_arguments):
 # replaced by a worked example from its examples/ passes its equivalence, resume,
 # evaluation, export and doctor tests unchanged. The examples: another problem
 # (token ids, not float features; an Embedding model; 5 classes; its own record
-# format and augmentation; top-2 accuracy), and models with random layers (the
+# format and augmentation; top-2 accuracy), a regression (a float target, its
+# own loss, metric, label check and serving outputs), and models with random layers (the
 # sample classifier with Gaussian noise and dropout; the image model with
 # augmentation layers), whose exact resume, per-replica draws and equivalence
 # with one device are what the random-layer machinery is for.
@@ -232,6 +233,8 @@ SECOND_TASK = {
 }
 EXAMPLES = {
     "token_task.py": SECOND_TASK,
+    # A regression (float targets, MSE, MAE, Dropout), trained from its own CSV.
+    "regression_task.py": SECOND_TASK,
     # Random layers on tf_keras (its tf.random.Generator path), both loops.
     "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
     # Keras 3's Random* augmentation layers, on the image model.
@@ -263,6 +266,8 @@ TASK_AGNOSTIC_TESTS = (
     "test_randomness.py",
     "test_statistics.py",
 )
+# What an example runs besides: a CSV task's data through import-csv to train.
+EXTRA_TESTS = {"regression_task.py": ("test_importing.py",)}
 # A framework case the examples run anyway: they have random layers of their own.
 RANDOM_LAYERS_RESUME = (
     "test_resume.py::test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights"
@@ -300,6 +305,7 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
         passes_its_own_tests(project, [f"tests/{case}" for case in EXAMPLE_TESTS[example]])
         return
     tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
+    tests += EXTRA_TESTS.get(example, ())
     # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
     cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
     passes_its_own_tests(

@@ -17,6 +17,10 @@ def per_example_metric(labels, logits):
     predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
     return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
 
+
+def serving_outputs(logits):
+    """What the exported model returns for the model's logits."""
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 

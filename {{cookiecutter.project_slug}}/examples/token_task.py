@@ -158,3 +158,8 @@ def describe_batch(records):
 def serving_inputs(tokens):
     """Token ids are model inputs as they are."""
     return tokens
+
+
+def serving_outputs(logits):
+    """What the exported model returns: the topics' logits and probabilities."""
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits)}

@@ -114,24 +114,26 @@ def trainable_weights(path):
 
 
 def build_model_with_random_layers(statistics):
-    """The project's model with Gaussian noise and dropout on its logits, as
-    users' models have random layers."""
+    """The project's model with Gaussian noise, dropped out, added to its outputs,
+    as users' models have random layers: noise of its own scale, whatever the
+    outputs' (a regression's may be far from 0)."""
     model = build_model(statistics)
-    noisy = keras.layers.GaussianNoise(0.1, dtype="float32")(model.outputs[0])
-    logits = keras.layers.Dropout(0.5, dtype="float32")(noisy)
-    return keras.Model(model.inputs, logits)
+    outputs = model.outputs[0]
+    noise = keras.layers.GaussianNoise(0.1, dtype="float32")(outputs * 0.0)
+    return keras.Model(model.inputs, outputs + keras.layers.Dropout(0.5, dtype="float32")(noise))
 {%- if cookiecutter.mixed_precision != "no" %}
 
 
 def assert_mixed_precision(model, optimizer):
-    """{{ cookiecutter.mixed_precision }} compute in the hidden layers, float32 weights and logits."""
+    """{{ cookiecutter.mixed_precision }} compute in the hidden layers, float32 weights and
+    outputs (the task sets its output layers' dtype)."""
     computing = [
-        layer
+        layer.compute_dtype
         for layer in model.layers
-        if isinstance(layer, (keras.layers.Dense, keras.layers.Conv2D)) and layer.name != "logits"
+        if isinstance(layer, (keras.layers.Dense, keras.layers.Conv2D))
     ]
-    assert computing and {layer.compute_dtype for layer in computing} == {"{{ cookiecutter.mixed_precision }}"}
-    assert model.get_layer("logits").compute_dtype == "float32"
+    assert "{{ cookiecutter.mixed_precision }}" in computing
+    assert {tf.as_dtype(output.dtype) for output in model.outputs} == {tf.float32}
     assert {tf.as_dtype(weight.dtype) for weight in model.weights} == {tf.float32}
 {%- if cookiecutter.mixed_precision == "float16" %}
     # float16 gradients underflow without loss scaling.

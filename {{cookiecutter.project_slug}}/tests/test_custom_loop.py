@@ -177,8 +177,8 @@ def test_every_variable_is_mirrored_and_in_sync(two_replicas, sgd_config):
     examples = tf.data.Dataset.from_tensor_slices(sample_examples(256, seed=0))
     batches = examples.batch(32, drop_remainder=True)
     iterator = iter(two_replicas.experimental_distribute_dataset(batches))
-    loss, accuracy = train_steps(iterator, tf.constant(4))
-    assert np.isfinite(float(loss)) and 0 <= float(accuracy) <= 1
+    loss, metric = train_steps(iterator, tf.constant(4))
+    assert np.isfinite(float(loss)) and np.isfinite(float(metric))
     assert_in_sync(two_replicas, state.model.variables + state.optimizer.variables)
     # Metric variables are synchronized on read: each replica keeps partial sums.
     assert all(is_distributed(v) for v in state.metric.variables)

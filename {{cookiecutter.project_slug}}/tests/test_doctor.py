@@ -43,9 +43,10 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import worker_batches
 from {{ cookiecutter.package_name }}.engine_custom import TrainingState
 {%- endif %}
+from {{ cookiecutter.package_name }}.evaluation import make_metric
 from {{ cookiecutter.package_name }}.optimizer import make_optimizer
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
-from {{ cookiecutter.package_name }}.task import build_model{% if cookiecutter.training_loop in ("custom", "both") %}, per_example_loss{% endif %}
+from {{ cookiecutter.package_name }}.task import build_model, per_example_loss
 {%- else %}
 
 from conftest import check_lines
@@ -228,8 +229,8 @@ def compile_under(strategy, model, optimizer):
     with strategy.scope():
         model.compile(
             optimizer=optimizer,
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            loss=per_example_loss,
+            metrics=[make_metric()],
         )
     return model
 
@@ -286,7 +287,7 @@ def test_gradient_clipping_on_keras3_fails_upstream(config, monkeypatch):
 
 def state_from(model, optimizer, strategy):
     with strategy.scope():
-        metric = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        metric = make_metric()
     return TrainingState(model, optimizer, metric)
 
 

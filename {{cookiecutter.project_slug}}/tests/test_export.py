@@ -18,6 +18,7 @@ from {{ cookiecutter.package_name }}.task import (
     each_image,
     evaluation_image_from_jpeg,
     sample_examples,
+    serving_outputs,
 )
 {%- else %}
 from {{ cookiecutter.package_name }}.task import (
@@ -25,6 +26,7 @@ from {{ cookiecutter.package_name }}.task import (
     build_model,
     sample_examples,
     serving_inputs,
+    serving_outputs,
 )
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import train
@@ -44,8 +46,9 @@ for name, value in outputs.items():
 """
 
 
-def serve_in_a_fresh_process(export_path, inputs, tmp_path):
-    """The signature's outputs, {name: array}, as a client without Keras sees them."""
+def serve_in_a_fresh_process(export_path, inputs, tmp_path, names):
+    """The signature's outputs `names`, {name: array}, as a client without Keras
+    sees them."""
     tf.io.write_file(str(tmp_path / "inputs"), tf.io.serialize_tensor(inputs))
     environment = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     client = subprocess.run(
@@ -68,7 +71,7 @@ def serve_in_a_fresh_process(export_path, inputs, tmp_path):
         name: tf.io.parse_tensor(
             tf.io.read_file(str(tmp_path / f"outputs.{name}")), tf.float32
         ).numpy()
-        for name in ("logits", "probabilities")
+        for name in names
     }
 
 
@@ -94,16 +97,16 @@ def test_the_export_reloads_with_tensorflow_alone_and_predicts_like_the_trained_
     assert export(config.model_dir, str(serving)) == str(serving / "1")
 
     requests, model_inputs = requests_and_model_inputs()
-    outputs = serve_in_a_fresh_process(str(serving / "1"), requests, tmp_path)
-
     trained = build_model(statistics.load(config.model_dir))
     trained.set_weights(load_weights(summary["weights_path"]))
-    expected = trained(model_inputs, training=False).numpy()
-    np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
-    np.testing.assert_allclose(outputs["probabilities"], tf.nn.softmax(expected), atol=1e-5)
+    predicted = trained(model_inputs, training=False)
+    expected = serving_outputs(predicted)
+    outputs = serve_in_a_fresh_process(str(serving / "1"), requests, tmp_path, list(expected))
+    for name, value in expected.items():
+        np.testing.assert_allclose(outputs[name], value, atol=1e-5, err_msg=name)
     # The trained weights, not fresh ones: an untrained model predicts otherwise.
     untrained = build_model(sample_statistics())
-    assert not np.allclose(untrained(model_inputs, training=False), expected, atol=1e-3)
+    assert not np.allclose(untrained(model_inputs, training=False), predicted, atol=1e-3)
 
     # The next export is the next version; no partial directory is left.
     assert export(config.model_dir, str(serving)) == str(serving / "2")

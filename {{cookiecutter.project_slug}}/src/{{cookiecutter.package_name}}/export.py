@@ -3,7 +3,8 @@ versioned layout TensorFlow Serving loads (`<export-dir>/<version>/`).
 
 The `serving_default` signature takes what a client sends (task.SERVING_INPUT,
 turned into model inputs inside the graph by task.serving_inputs) and returns
-float32 `logits` and class `probabilities`. Loading it needs TensorFlow only:
+what task.serving_outputs makes of the model's float32 outputs (for a
+classifier, `logits` and class `probabilities`). Loading it needs TensorFlow only:
 no Keras, no code of this project.
 """
 
@@ -21,7 +22,12 @@ from {{ cookiecutter.package_name }}.compat import save_for_serving
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
-from {{ cookiecutter.package_name }}.task import SERVING_INPUT, build_model, serving_inputs
+from {{ cookiecutter.package_name }}.task import (
+    SERVING_INPUT,
+    build_model,
+    serving_inputs,
+    serving_outputs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +66,11 @@ def trained_model(model_dir):
 
 
 def serving_function(model):
-    """What a client sends (task.SERVING_INPUT) -> logits and probabilities (float32)."""
+    """What a client sends (task.SERVING_INPUT) -> task.serving_outputs (float32)."""
 
     @tf.function(input_signature=[SERVING_INPUT])
     def serve(received):
-        logits = model(serving_inputs(received), training=False)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
+        return serving_outputs(model(serving_inputs(received), training=False))
 
     return serve
 

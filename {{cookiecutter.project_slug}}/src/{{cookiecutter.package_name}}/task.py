@@ -39,8 +39,9 @@ doctor) reaches it through these names alone:
   `describe_batch(records)`: the record format (written by `make-data`,
   checked by `index`, parsed a batch of records at a time by `train`).
 {%- endif %}
-- `SERVING_INPUT` and `serving_inputs(received)`: what a client sends to the
-  exported model, and how it becomes model inputs.
+- `SERVING_INPUT`, `serving_inputs(received)` and `serving_outputs(outputs)`:
+  what a client sends to the exported model, how it becomes model inputs, and
+  what the model's outputs are returned as (here, logits and probabilities).
 
 Everything random in `prepare_batch`{% if cookiecutter.data_source == "tfrecord" %} and `parse_batch`{% endif %} draws from `keys`
 (stateless ops), so a resumed run sees what an uninterrupted run sees.

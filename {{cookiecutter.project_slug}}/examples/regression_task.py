@@ -1,0 +1,179 @@
+"""A worked example of `task.py` for a regression: a float target from feature
+vectors, as a CSV of numbers gives it.
+
+Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
+framework and the project's equivalence, resume, evaluation and export tests
+run unchanged (the template's own tests do exactly that), and `import-csv`
+takes a CSV whose `--label-column` holds the target. What differs from the
+sample classifier: a float32 label, a mean squared error loss, the mean
+absolute error as the metric (lower is better), one output the model
+un-standardizes with the training target's mean and standard deviation (from
+its statistics, as the features' own), dropout, `check_labels` refusing a
+target that is not finite, and a `prediction` from the exported model.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras
+
+NUM_FEATURES = 8
+INPUT_SHAPE = (NUM_FEATURES,)
+# One example's label: the target, a float.
+LABEL_SHAPE = ()
+METRIC_NAME = "mean_absolute_error"
+# Dropout after each hidden layer: it draws random numbers at every training step.
+DROPOUT_RATE = 0.1
+# The sample task is fixed (its own seed); --seed changes shuffling and init.
+SAMPLE_TASK_SEED = 2024
+{%- if cookiecutter.data_source == "tfrecord" %}
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: features float32[N], target float32"
+{%- endif %}
+# What a client sends the exported model: raw feature vectors.
+SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+
+
+def build_model(statistics):
+    """A small MLP with dropout, of features standardized with the training data's
+    mean and variance, predicting the standardized target: its one output is
+    scaled back by the training target's standard deviation and mean."""
+    inputs = keras.Input(shape=INPUT_SHAPE, name="features")
+    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    for width in (64, 64):
+        x = keras.layers.Dense(width, activation="relu")(x)
+        x = keras.layers.Dropout(DROPOUT_RATE)(x)
+    # float32 outputs keep the loss exact under mixed precision.
+    x = keras.layers.Dense(1, dtype="float32")(x)
+    outputs = keras.layers.Rescaling(
+        statistics["target_std"], offset=statistics["target_mean"], dtype="float32", name="target"
+    )(x)
+    return keras.Model(inputs, outputs, name="regressor")
+
+
+def per_example_loss(labels, predictions):
+    """The squared error per example, in float32 whatever the compute dtype. It is
+    on the target's scale: a target whose standard deviation is far from 1 wants
+    a learning rate divided by its variance, or this divided by it."""
+    predictions = tf.reshape(tf.cast(predictions, tf.float32), [-1])
+    return tf.square(predictions - tf.reshape(tf.cast(labels, tf.float32), [-1]))
+
+
+def per_example_metric(labels, predictions):
+    """The absolute error per example."""
+    predictions = tf.reshape(tf.cast(predictions, tf.float32), [-1])
+    return tf.abs(predictions - tf.reshape(tf.cast(labels, tf.float32), [-1]))
+
+
+def serving_outputs(predictions):
+    """What the exported model returns: the predicted target per example."""
+    return {"prediction": tf.reshape(predictions, [-1])}
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why targets from `low` to `high` cannot train, or None: each must be finite
+    (one NaN makes every loss after it NaN)."""
+    for target in (low, high):
+        if not np.isfinite(target):
+            return f"target {target} is not finite - fix or drop that example"
+    return None
+{%- endif %}
+
+
+def summarize_batch(features, targets):
+    """Per-feature and target sums over a batch (numpy), added up over the
+    training data."""
+    features = features.astype("float64")
+    targets = targets.astype("float64")
+    return {
+        "count": len(features),
+        "sum": features.sum(axis=0),
+        "sum_of_squares": np.square(features).sum(axis=0),
+        "target_sum": targets.sum(),
+        "target_sum_of_squares": np.square(targets).sum(),
+    }
+
+
+def statistics_from(sums):
+    """The training data's per-feature mean and variance, and its target's mean
+    and standard deviation, for build_model."""
+    count = sums["count"]
+    mean = sums["sum"] / count
+    variance = np.maximum(sums["sum_of_squares"] / count - np.square(mean), 0.0)
+    target_mean = float(sums["target_sum"]) / count
+    target_variance = float(sums["target_sum_of_squares"]) / count - target_mean**2
+    return {
+        "mean": mean.tolist(),
+        "variance": variance.tolist(),
+        "target_mean": target_mean,
+        # A constant target would scale every prediction to it: 1 keeps it learnable.
+        "target_std": float(np.sqrt(target_variance)) if target_variance > 0 else 1.0,
+    }
+
+
+def sample_examples(num_examples, seed):
+    """A seeded regression a small MLP learns: a fixed random two-layer teacher
+    of the features, plus noise, far from zero (mean 50, standard deviation
+    about 1.2). `seed` picks the examples; the task is fixed."""
+    teacher = np.random.default_rng(SAMPLE_TASK_SEED)
+    hidden_weights = teacher.normal(size=(NUM_FEATURES, 16))
+    output_weights = teacher.normal(size=16)
+    rng = np.random.default_rng([SAMPLE_TASK_SEED, seed])
+    features = rng.normal(size=(num_examples, NUM_FEATURES))
+    signal = np.tanh(features @ hidden_weights) @ output_weights
+    targets = 50 + 0.4 * signal + rng.normal(scale=0.3, size=num_examples)
+    return features.astype("float32"), targets.astype("float32")
+
+
+def prepare_batch(features, keys=None):
+    """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
+    del keys
+    return features
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def encode(features, target):
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
+                "target": tf.train.Feature(float_list=tf.train.FloatList(value=[target])),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+def parse_batch(records, keys=None):
+    """A batch of serialized records -> (features [batch, NUM_FEATURES], float32
+    targets), one parse_example call per batch (no augmentation: `keys` unused)."""
+    del keys
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
+            "target": tf.io.FixedLenFeature([], tf.float32),
+        },
+    )
+    return examples["features"], examples["target"]
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's feature shape, target count, and the targets."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.RaggedFeature(tf.float32),
+            "target": tf.io.RaggedFeature(tf.float32),
+        },
+    )
+    targets = examples["target"]
+    return examples["features"].row_lengths()[:, None], targets.row_lengths(), targets.flat_values
+{%- endif %}
+
+
+def serving_inputs(features):
+    """Feature vectors are model inputs as they are."""
+    return features
