@@ -218,7 +218,8 @@ def passes_its_own_tests(project, pytest_arguments):
 # evaluation, export and doctor tests unchanged. The examples: another problem
 # (token ids, not float features; an Embedding model; 5 classes; its own record
 # format and augmentation; top-2 accuracy), a regression (a float target, its
-# own loss, metric, label check and serving outputs), and models with random layers (the
+# own loss, metric, label check and serving outputs), a multi-label problem (a
+# label of shape (5,)), and models with random layers (the
 # sample classifier with Gaussian noise and dropout; the image model with
 # augmentation layers), whose exact resume, per-replica draws and equivalence
 # with one device are what the random-layer machinery is for.
@@ -235,6 +236,8 @@ EXAMPLES = {
     "token_task.py": SECOND_TASK,
     # A regression (float targets, MSE, MAE, Dropout), trained from its own CSV.
     "regression_task.py": SECOND_TASK,
+    # Multi-label (a 0/1 vector per example, sigmoid cross-entropy per tag).
+    "multilabel_task.py": SECOND_TASK,
     # Random layers on tf_keras (its tf.random.Generator path), both loops.
     "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
     # Keras 3's Random* augmentation layers, on the image model.

@@ -35,14 +35,13 @@ from conftest import (
 {%- endif %}
 {% if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }} import TrainerError, engine_fit
-from {{ cookiecutter.package_name }}.compat import keras
 {%- endif %}
 from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}
-from {{ cookiecutter.package_name }}.task import build_model, sample_examples
+from {{ cookiecutter.package_name }}.task import build_model, per_example_loss, sample_examples
 {%- else %}
 from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
@@ -199,7 +198,7 @@ def test_upstream_keras3_fit_option_still_fails(two_replicas, option):
         model = build_model(sample_statistics())
         model.compile(
             optimizer="sgd",
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            loss=per_example_loss,
             **option,
         )
     model.fit(batches(256, 32), epochs=1, verbose=0)

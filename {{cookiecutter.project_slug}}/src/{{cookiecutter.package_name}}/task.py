@@ -6,6 +6,9 @@ doctor) reaches it through these names alone:
 
 - `METRIC_NAME` with `per_example_metric`: the metric reported in training
   and evaluation is the mean of `per_example_metric` over the examples.
+{%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
+- `NUM_CLASSES`: `import-images` takes one class folder per class.
+{%- endif %}
 - `LABEL_SHAPE`: the shape of one example's label (here a class index: `()`;
   a regression target is `()` too, a multi-label target `(NUM_LABELS,)`).
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -18,7 +21,8 @@ doctor) reaches it through these names alone:
 - `INPUT_SHAPE`: the shape of one example's input, which `index` checks each
   record holds.
 {%- endif %}
-- `build_model(statistics)`: a Keras model from inputs to logits. The engines
+- `build_model(statistics)`: a Keras model from inputs to float32 outputs
+  (here, logits). The engines
   call it under `strategy.scope()`, so build every variable inside it.
 - `summarize_batch(inputs, labels)` and `statistics_from(sums)`: what the model
   learns from the training data before training (a Normalization layer's mean

@@ -1,0 +1,174 @@
+"""A worked example of `task.py` for a multi-label problem: each example has any
+number of NUM_LABELS tags, a 0/1 vector as its label.
+
+Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
+framework and the project's equivalence, resume, evaluation and export tests
+run unchanged (the template's own tests do exactly that). What differs from the
+sample classifier: a label of shape (NUM_LABELS,) (`LABEL_SHAPE`), a sigmoid
+cross-entropy per tag, the share of tags predicted right as the metric, the
+logits' biases starting at each tag's log-odds in the training data (its
+statistics), `check_labels` refusing a value other than 0 or 1, and per-tag
+`probabilities` from the exported model.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras
+
+NUM_FEATURES = 20
+INPUT_SHAPE = (NUM_FEATURES,)
+NUM_LABELS = 5
+# One example's label: a 0/1 value per tag.
+LABEL_SHAPE = (NUM_LABELS,)
+METRIC_NAME = "tag_accuracy"
+# The sample task is fixed (its own seed); --seed changes shuffling and init.
+SAMPLE_TASK_SEED = 77
+{%- if cookiecutter.data_source == "tfrecord" %}
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: features float32[N], tags int64[5]"
+{%- endif %}
+# What a client sends the exported model: raw feature vectors.
+SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+
+
+def build_model(statistics):
+    """A small MLP returning a logit per tag, of features standardized with the
+    training data's mean and variance; the logits' biases start at each tag's
+    log-odds in the training data."""
+    inputs = keras.Input(shape=INPUT_SHAPE, name="features")
+    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    for width in (64, 64):
+        x = keras.layers.Dense(width, activation="relu")(x)
+    # float32 logits keep the sigmoid and the loss stable under mixed precision.
+    outputs = keras.layers.Dense(
+        NUM_LABELS,
+        dtype="float32",
+        bias_initializer=keras.initializers.Constant(statistics["log_odds"]),
+        name="logits",
+    )(x)
+    return keras.Model(inputs, outputs, name="tagger")
+
+
+def per_example_loss(labels, logits):
+    """The sigmoid cross-entropy per example, averaged over its tags, in float32."""
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.reshape(tf.cast(labels, tf.float32), tf.shape(logits))
+    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels, logits), axis=-1)
+
+
+def per_example_metric(labels, logits):
+    """The share of an example's tags predicted right (a logit above 0 for a tag)."""
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.reshape(tf.cast(labels, tf.float32), tf.shape(logits))
+    predicted = tf.cast(logits > 0, tf.float32)
+    return tf.reduce_mean(tf.cast(tf.equal(predicted, labels), tf.float32), axis=-1)
+
+
+def serving_outputs(logits):
+    """What the exported model returns: each tag's logit and probability."""
+    return {"logits": logits, "probabilities": tf.sigmoid(logits)}
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why tag values from `low` to `high` cannot train, or None: each is 0 or 1."""
+    for value in (low, high):
+        if value not in (0, 1):
+            return f"tag value {value:g} is not 0 or 1 - fix the labels"
+    return None
+{%- endif %}
+
+
+def summarize_batch(features, labels):
+    """Per-feature sums and tag counts over a batch (numpy), added up over the
+    training data."""
+    features = features.astype("float64")
+    return {
+        "count": len(features),
+        "sum": features.sum(axis=0),
+        "sum_of_squares": np.square(features).sum(axis=0),
+        "tag_counts": labels.astype("float64").sum(axis=0),
+    }
+
+
+def statistics_from(sums):
+    """The training data's per-feature mean and variance, and each tag's
+    log-odds (a tag never or always seen: half an example's worth either way)."""
+    count = sums["count"]
+    mean = sums["sum"] / count
+    variance = np.maximum(sums["sum_of_squares"] / count - np.square(mean), 0.0)
+    positive = np.clip(sums["tag_counts"], 0.5, count - 0.5)
+    return {
+        "mean": mean.tolist(),
+        "variance": variance.tolist(),
+        "log_odds": np.log(positive / (count - positive)).tolist(),
+    }
+
+
+def sample_examples(num_examples, seed):
+    """Seeded feature vectors tagged by a fixed random two-layer teacher: a tag is
+    on where its teacher logit is above a threshold that makes tags common or
+    rare. `seed` picks the examples; the task is fixed."""
+    teacher = np.random.default_rng(SAMPLE_TASK_SEED)
+    hidden_weights = teacher.normal(size=(NUM_FEATURES, 32))
+    output_weights = teacher.normal(size=(32, NUM_LABELS))
+    thresholds = np.linspace(-5.0, 5.0, NUM_LABELS)
+    features = np.random.default_rng([SAMPLE_TASK_SEED, seed]).normal(
+        size=(num_examples, NUM_FEATURES)
+    )
+    scores = np.tanh(features @ hidden_weights) @ output_weights
+    return features.astype("float32"), (scores > thresholds).astype("int32")
+
+
+def prepare_batch(features, keys=None):
+    """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
+    del keys
+    return features
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def encode(features, tags):
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
+                "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=tags)),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+def parse_batch(records, keys=None):
+    """A batch of serialized records -> (features [batch, NUM_FEATURES], int32
+    tags [batch, NUM_LABELS]) (no augmentation: `keys` unused)."""
+    del keys
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
+            "tags": tf.io.FixedLenFeature([NUM_LABELS], tf.int64),
+        },
+    )
+    return examples["features"], tf.cast(examples["tags"], tf.int32)
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's feature shape, tag value count, and the tag values."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "features": tf.io.RaggedFeature(tf.float32),
+            "tags": tf.io.RaggedFeature(tf.int64),
+        },
+    )
+    tags = examples["tags"]
+    return examples["features"].row_lengths()[:, None], tags.row_lengths(), tags.flat_values
+{%- endif %}
+
+
+def serving_inputs(features):
+    """Feature vectors are model inputs as they are."""
+    return features
