@@ -28,7 +28,14 @@ def import_csv(
         raise ConversionError("give at least one training and one evaluation CSV file")
     for path in [*train_files, *eval_files]:  # every header, before any shard is written
         with open_csv(path) as handle:
-            header_label_index(path, next(csv.reader(handle), None), label_column)
+            rows = csv.reader(handle)
+            header = next(rows, None)
+            label_at = header_label_index(path, header, label_column)
+            first = next(rows, None)
+            if first is None:
+                raise ConversionError(f"{path} holds no rows - give it examples below its header")
+            # The task takes the file's columns, or says which it lacks, now.
+            example_of(path, 2, header, first, label_at)
     files = {"train": train_files, "eval": eval_files}
     shards = {"train": num_files or shards_for(train_files), "eval": shards_for(eval_files)}
     check_shards(files, shards)
@@ -148,35 +155,39 @@ def header_label_index(path, header, label_column):
             f"{path} has no column {label_column!r} (its columns: {', '.join(header[:8])}"
             f"{', ...' if len(header) > 8 else ''}) - pass --label-column"
         )
-    if [len(header) - 1] != list(INPUT_SHAPE):
-        raise ConversionError(
-            f"{path} has {len(header) - 1} feature columns, the task takes {list(INPUT_SHAPE)}"
-            " - change NUM_FEATURES in task.py, or drop columns"
-        )
     return header.index(label_column)
 
 
 def example_of(path, line, header, row, label_at):
-    """(features, label) of one CSV row, or a one-line error naming its line."""
+    """(inputs, label) of one CSV row, as task.example_from_csv makes them and
+    task.check_labels takes them, or a one-line error naming its line."""
     if len(row) != len(header):
         raise ConversionError(
             f"{path} line {line} has {len(row)} fields, the header {len(header)} - fix that row"
         )
-    values = []
     for column, text in zip(header, row, strict=True):
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
         # float() takes "nan" and "inf": a model normalized with them trains on NaN.
-        if not math.isfinite(value):
+        if is_number(text) and not math.isfinite(float(text)):
             raise ConversionError(
                 f"{path} line {line}: {text!r} in column {column!r} is not a finite number"
                 " - fix that row"
             )
-        values.append(value)
-    label = values.pop(label_at)
-    problem = check_labels(label, label)
+    features = dict(zip(header, row, strict=True))
+    label = features.pop(header[label_at])
+    try:
+        inputs, label = example_from_csv(features, label)
+    except ValueError as err:
+        raise ConversionError(f"{path} line {line}: {err} - fix that row") from None
+    values = np.asarray(label)
+    problem = check_labels(values.min().item(), values.max().item())
     if problem is not None:
         raise ConversionError(f"{path} line {line}: {problem}")
-    return np.array(values, np.float32), label
+    return inputs, label
+
+
+def is_number(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -61,6 +61,26 @@ def prepare_batch(features, keys=None):
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
+def example_from_csv(columns, label):
+    """One CSV row -> (features, label) for encode: `columns` holds every column
+    but the label's, {name: text} in the file's order, each a feature here."""
+    if len(columns) != NUM_FEATURES:
+        raise ValueError(
+            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
+            " NUM_FEATURES in task.py, or drop columns"
+        )
+    features = [number(text, column) for column, text in columns.items()]
+    return np.array(features, np.float32), number(label, "label")
+
+
+def number(text, column):
+    """The number a CSV cell holds, or a ValueError naming its column."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+
+
 def encode(features, label):
     example = tf.train.Example(
         features=tf.train.Features(

@@ -128,6 +128,30 @@ def prepare_batch(features, keys=None):
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
+def example_from_csv(columns, tags):
+    """One CSV row -> (features, tags) for encode: `columns` holds every column
+    but the tags', {name: text} in the file's order, each a feature; the tags'
+    column holds NUM_LABELS values separated by spaces ("0 1 1 0 0")."""
+    if len(columns) != NUM_FEATURES:
+        raise ValueError(
+            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
+            " NUM_FEATURES in task.py, or drop columns"
+        )
+    values = tags.split()
+    if len(values) != NUM_LABELS:
+        raise ValueError(f"{tags!r} in the tags' column is not {NUM_LABELS} values")
+    features = [number(text, column) for column, text in columns.items()]
+    return np.array(features, np.float32), np.array([number(v, "tags") for v in values])
+
+
+def number(text, column):
+    """The number a CSV cell holds, or a ValueError naming its column."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+
+
 def encode(features, tags):
     example = tf.train.Example(
         features=tf.train.Features(

@@ -133,6 +133,26 @@ def prepare_batch(features, keys=None):
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
+def example_from_csv(columns, target):
+    """One CSV row -> (features, target) for encode: `columns` holds every column
+    but the target's, {name: text} in the file's order, each a feature."""
+    if len(columns) != NUM_FEATURES:
+        raise ValueError(
+            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
+            " NUM_FEATURES in task.py, or drop columns"
+        )
+    features = [number(text, column) for column, text in columns.items()]
+    return np.array(features, np.float32), number(target, "target")
+
+
+def number(text, column):
+    """The number a CSV cell holds, or a ValueError naming its column."""
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+
+
 def encode(features, target):
     example = tf.train.Example(
         features=tf.train.Features(

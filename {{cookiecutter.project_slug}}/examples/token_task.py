@@ -115,6 +115,23 @@ def prepare_batch(tokens, keys=None):
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
+def example_from_csv(columns, label):
+    """One CSV row -> (tokens, topic) for encode: a `tokens` column of
+    SEQUENCE_LENGTH token ids separated by spaces, and the topic."""
+    if "tokens" not in columns:
+        raise ValueError(f"no column 'tokens' (its columns: {', '.join(columns)})")
+    try:
+        tokens = [int(token) for token in columns["tokens"].split()]
+        topic = int(label)
+    except ValueError:
+        raise ValueError(f"{columns['tokens']!r} or {label!r} is not made of integers") from None
+    if len(tokens) != SEQUENCE_LENGTH:
+        raise ValueError(
+            f"{len(tokens)} token ids in column 'tokens', the task takes {SEQUENCE_LENGTH}"
+        )
+    return np.array(tokens, np.int32), topic
+
+
 def encode(tokens, label):
     example = tf.train.Example(
         features=tf.train.Features(

@@ -250,7 +250,7 @@ def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
 @pytest.mark.parametrize(
     "bad_row, message",
     [
-        ("abc", r"line 5: 'abc' in column 'f3' is not a finite number - fix that row"),
+        ("abc", r"line 5: 'abc' in column 'f3' is not a number - fix that row"),
         ("nan", r"line 5: 'nan' in column 'f3' is not a finite number - fix that row"),
         ("-inf", r"line 5: '-inf' in column 'f3' is not a finite number - fix that row"),
         ("nan label", r"line 5: 'nan' in column 'label' is not a finite number - fix that row"),
@@ -293,7 +293,8 @@ def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
         labels,
         header=[*HEADER[:-1], "extra", "label"],
     )
-    with pytest.raises(ConversionError, match=rf"has {NUM_FEATURES + 1} feature columns, the task"):
+    too_many = rf"line 2: {NUM_FEATURES + 1} feature columns, the task takes {NUM_FEATURES}"
+    with pytest.raises(ConversionError, match=too_many):
         import_csv(str(tmp_path / "data"), [wide], [wide])
     with pytest.raises(ConversionError, match=r"has no column 'class' \(its columns: f0, f1"):
         import_csv(str(tmp_path / "data"), [wide], [wide], label_column="class")

@@ -71,7 +71,7 @@ class Source(typing.Protocol):
 class ArraySource:
     """Examples held in memory. A record is a row index; parsing gathers the rows."""
 
-    features: np.ndarray
+    features: np.ndarray  # or a dict of arrays, for a model of several inputs
     labels: np.ndarray
 
     @property
@@ -86,7 +86,8 @@ class ArraySource:
 
     def parse(self, rows, keys=None):
         """The rows' examples, prepared by the task (training: with their keys)."""
-        inputs, labels = tf.gather(self.features, rows), tf.gather(self.labels, rows)
+        inputs = tf.nest.map_structure(lambda values: tf.gather(values, rows), self.features)
+        labels = tf.gather(self.labels, rows)
         return task.prepare_batch(inputs, keys), labels
 
     def read_error(self, err, epoch, step):

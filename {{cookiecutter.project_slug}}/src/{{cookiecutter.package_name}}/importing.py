@@ -12,9 +12,11 @@ yet started are not written), and no shard is left behind.
 """CSV files as they come -> shards in the task's record format (task.encode),
 and their manifest.
 
-A header row names the columns: `--label-column` holds the label (a number
-that task.check_labels takes: for a classifier, a class index), every other
-column a feature, in header order. The rows
+A header row names the columns: `--label-column` holds the label, and
+task.example_from_csv makes each row's columns into the task's example (the
+sample task: every other column a number, a feature, in header order); a
+number that is not finite, a row the task does not take and a label that
+task.check_labels refuses are named with their file and line. The rows
 are shuffled (seeded) and dealt into shards (import_csv), each written by its
 own process, --workers at a time, under a hidden name; all are renamed once
 every one is done: a bad row is named in one line and no shard is left behind.
@@ -45,7 +47,7 @@ from {{ cookiecutter.package_name }}.startup import start_tensorflow
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
 {%- else %}
-from {{ cookiecutter.package_name }}.task import INPUT_SHAPE, check_labels, encode
+from {{ cookiecutter.package_name }}.task import check_labels, encode, example_from_csv
 {%- endif %}
 from {{ cookiecutter.package_name }}.tfrecords import shard_name
 {%- if cookiecutter.task == "image" %}

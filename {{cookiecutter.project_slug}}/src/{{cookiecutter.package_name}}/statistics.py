@@ -13,6 +13,7 @@ where an earlier run left its own: those belong to checkpoints that are gone,
 perhaps of data since re-indexed.
 """
 
+import collections
 import json
 import logging
 import math
@@ -33,19 +34,33 @@ class StatisticsError(TrainerError):
 
 
 def add_all(sums):
-    """Sums of task.summarize_batch added key by key, in the order given (float64:
-    exact for counts; None: nothing to add)."""
+    """Sums of task.summarize_batch added key by key, in the order given: arrays
+    (float64: exact for counts), and counts of values ({value: count}: a string
+    column's, to learn its vocabulary from). None: nothing to add."""
     total = None
     for each in sums:
-        each = {key: np.asarray(value, np.float64) for key, value in each.items()}
-        total = each if total is None else {key: total[key] + each[key] for key in total}
+        each = {key: as_sum(value) for key, value in each.items()}
+        total = each if total is None else {key: add(total[key], each[key]) for key in total}
     return total
 
 
+def as_sum(value):
+    return collections.Counter(value) if isinstance(value, dict) else np.asarray(value, np.float64)
+
+
+def add(total, more):
+    if isinstance(total, collections.Counter):
+        total.update(more)
+        return total
+    return total + more
+
+
 def summarize(batches):
-    """The sums over (inputs, labels) batches of model inputs."""
+    """The sums over (inputs, labels) batches of model inputs (a dict of inputs:
+    a dict of numpy arrays)."""
     return add_all(
-        task.summarize_batch(np.asarray(inputs), np.asarray(labels)) for inputs, labels in batches
+        task.summarize_batch(tf.nest.map_structure(np.asarray, inputs), np.asarray(labels))
+        for inputs, labels in batches
     )
 
 

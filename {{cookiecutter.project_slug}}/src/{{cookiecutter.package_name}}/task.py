@@ -20,6 +20,9 @@ doctor) reaches it through these names alone:
 {%- if cookiecutter.task == "tabular" and cookiecutter.data_source == "tfrecord" %}
 - `INPUT_SHAPE`: the shape of one example's input, which `index` checks each
   record holds.
+- `example_from_csv(columns, label)`: one CSV row for `import-csv` (`columns`:
+  {name: text} of every column but the label's) -> (input, label) for
+  `encode`, or a ValueError naming the column it cannot take.
 {%- endif %}
 - `build_model(statistics)`: a Keras model from inputs to float32 outputs
   (here, logits). The engines

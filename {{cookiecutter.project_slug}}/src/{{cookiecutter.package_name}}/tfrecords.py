@@ -4,6 +4,7 @@ record format (task.encode).
 `make-data` and the tests write shards here; `index` lists them (manifest.py).
 """
 
+import operator
 from pathlib import Path
 
 import tensorflow as tf
@@ -20,7 +21,9 @@ def write_split(output_dir, split, inputs, labels, num_files):
     paths = [Path(output_dir) / shard_name(split, i, num_files) for i in range(num_files)]
     writers = [tf.io.TFRecordWriter(str(path)) for path in paths]
     try:
-        for index, (example, label) in enumerate(zip(inputs, labels, strict=True)):
+        for index, label in enumerate(labels):
+            # One example's input: its row of each array (inputs may be a dict of them).
+            example = tf.nest.map_structure(operator.itemgetter(index), inputs)
             writers[index % num_files].write(encode(example, label))
     finally:
         for writer in writers:
