@@ -271,6 +271,7 @@ CONDITIONAL_FILES = {
     "examples/noisy_task.py": lambda o: o["task"] == "tabular",
     "examples/regression_task.py": lambda o: o["task"] == "tabular",
     "examples/multilabel_task.py": lambda o: o["task"] == "tabular",
+    "examples/mixed_inputs_task.py": lambda o: o["task"] == "tabular",
     "examples/augmented_task.py": lambda o: o["task"] == "image",
     "examples/backbone_task.py": lambda o: o["task"] == "image",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",

@@ -91,6 +91,14 @@ def assert_in_sync(strategy, variables):
             np.testing.assert_array_equal(first, other, err_msg=variable.name)
 
 
+# Whether the task's inputs hold strings (a column looked up in the model):
+# XLA compiles no string ops, and --jit-compile is refused for such a model.
+STRING_INPUTS = any(
+    np.asarray(values).dtype.kind in "OSU"
+    for values in tf.nest.flatten(sample_examples(1, seed=0)[0])
+)
+
+
 @functools.cache
 def sample_statistics():
     """The statistics (task.statistics_from) of the task's sample data: what

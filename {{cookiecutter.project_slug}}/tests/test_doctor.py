@@ -146,7 +146,7 @@ def half_a_second_later(features, labels):
 
     delay = tf.py_function(pause, [], tf.float32)
     delay.set_shape([])
-    return features + tf.cast(delay, features.dtype), labels
+    return features, labels + tf.cast(delay, labels.dtype)
 
 
 def with_per_replica_batch_norm(build_model):

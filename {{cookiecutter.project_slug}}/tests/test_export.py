@@ -14,6 +14,7 @@ from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.export import ExportError, export
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import (
+    SERVING_INPUT,
     build_model,
     each_image,
     evaluation_image_from_jpeg,
@@ -33,23 +34,32 @@ from {{ cookiecutter.package_name }}.training import train
 
 # A serving client: a fresh process with TensorFlow alone (Keras and this project
 # cannot be imported), which loads the SavedModel and calls its serving_default
-# signature on the serialized inputs.
+# signature on the serialized inputs, each by its name (argv: the model, then
+# name:dtype for each input, then where the outputs go).
 CLIENT = """
 import sys
 for name in ("keras", "tf_keras", "{{ cookiecutter.package_name }}"):
     sys.modules[name] = None
 import tensorflow as tf
-inputs = tf.io.parse_tensor(tf.io.read_file(sys.argv[2]), out_type=getattr(tf, sys.argv[3]))
-outputs = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](inputs)
+*named, outputs_path = sys.argv[2:]
+inputs = {}
+for name, dtype in (argument.split(":") for argument in named):
+    value = tf.io.read_file(f"{outputs_path}.input.{name}")
+    inputs[name] = tf.io.parse_tensor(value, out_type=getattr(tf, dtype))
+outputs = tf.saved_model.load(sys.argv[1]).signatures["serving_default"](**inputs)
 for name, value in outputs.items():
-    tf.io.write_file(f"{sys.argv[4]}.{name}", tf.io.serialize_tensor(value))
+    tf.io.write_file(f"{outputs_path}.{name}", tf.io.serialize_tensor(value))
 """
 
 
 def serve_in_a_fresh_process(export_path, inputs, tmp_path, names):
     """The signature's outputs `names`, {name: array}, as a client without Keras
-    sees them."""
-    tf.io.write_file(str(tmp_path / "inputs"), tf.io.serialize_tensor(inputs))
+    sees them: it sends `inputs` (SERVING_INPUT's structure) by their names."""
+    named = []
+    for spec, value in zip(tf.nest.flatten(SERVING_INPUT), tf.nest.flatten(inputs), strict=True):
+        path = str(tmp_path / f"outputs.input.{spec.name}")
+        tf.io.write_file(path, tf.io.serialize_tensor(value))
+        named.append(f"{spec.name}:{spec.dtype.name}")
     environment = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     client = subprocess.run(
         [
@@ -57,8 +67,7 @@ def serve_in_a_fresh_process(export_path, inputs, tmp_path, names):
             "-c",
             CLIENT,
             export_path,
-            str(tmp_path / "inputs"),
-            inputs.dtype.name,
+            *named,
             str(tmp_path / "outputs"),
         ],
         capture_output=True,
@@ -82,7 +91,9 @@ def requests_and_model_inputs():
     jpegs = tf.stack([tf.io.encode_jpeg(image) for image in examples])
     return jpegs, each_image(evaluation_image_from_jpeg, jpegs)
 {%- else %}
-    requests = tf.constant(examples, SERVING_INPUT.dtype)
+    requests = tf.nest.map_structure(
+        lambda spec, values: tf.constant(values, spec.dtype), SERVING_INPUT, examples
+    )
     return requests, serving_inputs(requests)
 {%- endif %}
 

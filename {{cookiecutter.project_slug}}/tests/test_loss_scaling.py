@@ -51,8 +51,7 @@ def overflowing_model(replica):
 
     def build(statistics):
         model = build_model(statistics)
-        inputs = keras.Input(model.input_shape[1:])
-        return keras.Model(inputs, OverflowOn(replica)(model(inputs)))
+        return keras.Model(model.inputs, OverflowOn(replica)(model.outputs[0]))
 
     return build
 

@@ -16,6 +16,7 @@ from {{ cookiecutter.package_name }}.engine_custom import build_training_state
 {%- if cookiecutter.training_loop in ("fit", "both") %}
 from {{ cookiecutter.package_name }}.engine_fit import build_compiled_model
 {%- endif %}
+from {{ cookiecutter.package_name }}.task import prepare_batch, sample_examples
 
 WIDTH = 64
 
@@ -50,11 +51,12 @@ def test_each_replica_draws_its_own_numbers_and_new_ones_at_every_call(two_repli
     assert not np.array_equal(first, again)
 
 
-def model_inputs(model):
-    """A batch of 8 equal examples of the model's input shape and dtype (ones:
-    a valid value of any input, token ids too)."""
-    shape, dtype = model.inputs[0].shape[1:], model.inputs[0].dtype
-    return tf.ones([8, *shape], dtype)
+def model_inputs():
+    """A batch of 8 equal examples of the model's inputs, whatever they are (a
+    dict of them, strings): the task's first sample example, as evaluation
+    prepares it."""
+    inputs, _ = sample_examples(1, seed=0)
+    return prepare_batch(tf.nest.map_structure(lambda values: np.repeat(values, 8, 0), inputs))
 {%- for engine in (["fit", "custom"] if cookiecutter.training_loop == "both" else [cookiecutter.training_loop]) %}
 
 
@@ -68,7 +70,7 @@ def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_conf
     state = build_training_state(two_replicas, config, sample_statistics(), config.learning_rate)
     model = state.model
 {%- endif %}
-    first, second = replica_outputs(two_replicas, model, model_inputs(model))()
+    first, second = replica_outputs(two_replicas, model, model_inputs())()
     assert not np.array_equal(first, second)
 {%- endfor %}
 {%- if cookiecutter.keras_package == "keras3" %}

@@ -504,12 +504,11 @@ def test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it(
 def wider_model(build_model):
     def build(*args, **kwargs):
         model = build_model(*args, **kwargs)
-        inputs = model.inputs[0]
-        outputs = model(inputs)
+        outputs = model.outputs[0]
         # A layer of its own inputs' scale, whatever the outputs' (a regression's
         # may be far from 0): its bias trains, the outputs stay the model's.
         more = keras.layers.Dense(outputs.shape[-1])(outputs * 0.0)
-        return type(model)(inputs, outputs + more)
+        return type(model)(model.inputs, outputs + more)
 
     return build
 

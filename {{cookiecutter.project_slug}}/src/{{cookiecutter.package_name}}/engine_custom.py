@@ -148,7 +148,8 @@ def make_train_function(
 
 
 def check_compilable(model):
-    """Refuse --jit-compile for a model with layers that all-reduce inside the
+    """Refuse --jit-compile for a model XLA cannot compile: one with string
+    inputs (XLA has no string kernels), or with layers that all-reduce inside the
     replica step: the compiled pass is a nested tf.function, where TensorFlow
     fails with "`merge_call` called while defining a new graph"."""
     synchronized = [
@@ -162,6 +163,13 @@ def check_compilable(model):
             f" BatchNormalization(synchronized=True) layers ({', '.join(synchronized[:3])}"
             f"{', ...' if len(synchronized) > 3 else ''}) all-reduce inside it - leave out"
             " --jit-compile"
+        )
+    strings = [tensor.name for tensor in model.inputs if tf.as_dtype(tensor.dtype) == tf.string]
+    if strings:
+        raise TrainerError(
+            f"--jit-compile cannot compile the replica step of this model: its inputs"
+            f" {', '.join(strings)} are strings, which XLA has no kernels for - leave out"
+            " --jit-compile, or turn them into numbers in task.prepare_batch"
         )
 
 

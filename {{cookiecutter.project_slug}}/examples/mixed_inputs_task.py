@@ -1,0 +1,233 @@
+"""A worked example of `task.py` for a model of several inputs: numeric and
+string columns of a CSV, as customer tables come.
+
+Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
+framework and the project's equivalence, resume, evaluation and export tests
+run unchanged (the template's own tests do exactly that), and `import-csv`
+takes its CSV (numeric columns `age`, `income`, `visits`; string columns
+`city`, `device`; the class in `--label-column`). What differs from the sample
+classifier: inputs are a dict of a numeric vector and two string columns; the
+numbers are standardized (`Normalization`) and each string is looked up in a
+vocabulary (`StringLookup`, unknown values to one index of their own) and
+embedded; the vocabularies are learned from the training split, as the
+numbers' mean and variance are (its statistics: `summarize_batch` counts the
+values); and the exported model takes the raw values, strings included.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }}.compat import keras
+
+NUMERIC_COLUMNS = ("age", "income", "visits")
+STRING_COLUMNS = ("city", "device")
+# The numbers of one example (`index` checks each record holds them).
+INPUT_SHAPE = (len(NUMERIC_COLUMNS),)
+NUM_CLASSES = 3
+# One example's label: a class index.
+LABEL_SHAPE = ()
+METRIC_NAME = "accuracy"
+# The most frequent values of a string column kept in its vocabulary; the
+# others, and values never seen in training, share one index.
+MAX_VOCABULARY = 1000
+EMBEDDING_WIDTH = 4
+# The sample task is fixed (its own seed); --seed changes shuffling and init.
+SAMPLE_TASK_SEED = 31
+CITIES = ("Lyon", "Oslo", "Porto", "Kyoto", "Lima", "Accra")
+DEVICES = ("phone", "tablet", "desktop")
+{%- if cookiecutter.data_source == "tfrecord" %}
+# What the manifest records as the format its counts and checks are about.
+FORMAT = "tf.train.Example: numbers float32[3], city bytes, device bytes, label int64"
+{%- endif %}
+# What a client sends the exported model: the raw values of each column.
+SERVING_INPUT = {
+    "numbers": tf.TensorSpec([None, len(NUMERIC_COLUMNS)], tf.float32, name="numbers"),
+    **{column: tf.TensorSpec([None], tf.string, name=column) for column in STRING_COLUMNS},
+}
+
+
+def build_model(statistics):
+    """The numbers standardized with the training data's mean and variance, each
+    string column looked up in its training vocabulary and embedded, then a
+    small MLP returning logits."""
+    inputs = {
+        "numbers": keras.Input(shape=INPUT_SHAPE, name="numbers"),
+        **{column: keras.Input(shape=(), dtype="string", name=column) for column in STRING_COLUMNS},
+    }
+    # Standardized in float32: a raw income overflows float16 (at 65,504).
+    standardize = keras.layers.Normalization(
+        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
+    )
+    parts = [standardize(inputs["numbers"])]
+    for column in STRING_COLUMNS:
+        vocabulary = statistics[f"{column}_vocabulary"]
+        indices = keras.layers.StringLookup(vocabulary=vocabulary, num_oov_indices=1)(
+            inputs[column]
+        )
+        parts.append(keras.layers.Embedding(len(vocabulary) + 1, EMBEDDING_WIDTH)(indices))
+    x = keras.layers.Concatenate()(parts)
+    x = keras.layers.Dense(32, activation="relu")(x)
+    # float32 logits keep the softmax and the loss stable under mixed precision.
+    outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, outputs, name="customers")
+
+
+def per_example_loss(labels, logits):
+    """Cross-entropy per example, in float32 whatever the compute dtype."""
+    logits = tf.cast(logits, tf.float32)
+    labels = tf.reshape(tf.cast(labels, tf.int32), tf.shape(logits)[:-1])
+    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def per_example_metric(labels, logits):
+    """1.0 where the highest logit is the label's class, else 0.0."""
+    predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
+    return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+
+
+def serving_outputs(logits):
+    """What the exported model returns: the classes' logits and probabilities."""
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why labels from `low` to `high` cannot train, or None: each must be a class."""
+    for label in (low, high):
+        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
+            return f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels"
+    return None
+{%- endif %}
+
+
+def summarize_batch(inputs, labels):
+    """Sums of the numbers and counts of each string column's values over a batch
+    (numpy), added up over the training data."""
+    del labels
+    numbers = inputs["numbers"].astype("float64")
+    sums = {
+        "count": len(numbers),
+        "sum": numbers.sum(axis=0),
+        "sum_of_squares": np.square(numbers).sum(axis=0),
+    }
+    for column in STRING_COLUMNS:
+        values, counts = np.unique(inputs[column].astype(bytes), return_counts=True)
+        sums[f"{column}_counts"] = {
+            value.decode(): int(count) for value, count in zip(values, counts, strict=True)
+        }
+    return sums
+
+
+def statistics_from(sums):
+    """The numbers' mean and variance, and each string column's vocabulary: its
+    MAX_VOCABULARY most frequent values (ties in value order), for build_model."""
+    mean = sums["sum"] / sums["count"]
+    variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
+    learned = {"mean": mean.tolist(), "variance": variance.tolist()}
+    for column in STRING_COLUMNS:
+        ranked = sorted(sums[f"{column}_counts"].items(), key=lambda item: (-item[1], item[0]))
+        learned[f"{column}_vocabulary"] = [value for value, _ in ranked[:MAX_VOCABULARY]]
+    return learned
+
+
+def sample_examples(num_examples, seed):
+    """Seeded customers of 3 classes a small model tells apart well above chance:
+    the class follows a fixed random score of the numbers, the city and the
+    device. `seed` picks the customers; the task is fixed."""
+    teacher = np.random.default_rng(SAMPLE_TASK_SEED)
+    number_weights = teacher.normal(size=(len(NUMERIC_COLUMNS), NUM_CLASSES))
+    city_scores = teacher.normal(size=(len(CITIES), NUM_CLASSES))
+    device_scores = teacher.normal(size=(len(DEVICES), NUM_CLASSES))
+    rng = np.random.default_rng([SAMPLE_TASK_SEED, seed])
+    standard = rng.normal(size=(num_examples, len(NUMERIC_COLUMNS)))
+    cities = rng.integers(0, len(CITIES), num_examples)
+    devices = rng.integers(0, len(DEVICES), num_examples)
+    scores = standard @ number_weights + city_scores[cities] + device_scores[devices]
+    # On the scales a table has: years, a yearly income, visits a month.
+    numbers = [40, 50_000, 5] + standard * [12, 20_000, 3]
+    inputs = {
+        "numbers": numbers.astype("float32"),
+        "city": np.array(CITIES, dtype=object)[cities],
+        "device": np.array(DEVICES, dtype=object)[devices],
+    }
+    return inputs, np.argmax(scores, axis=1).astype("int32")
+
+
+def prepare_batch(inputs, keys=None):
+    """The columns are model inputs as they are (no augmentation: `keys` unused)."""
+    del keys
+    return inputs
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def example_from_csv(columns, label):
+    """One CSV row -> (inputs, class) for encode: NUMERIC_COLUMNS as numbers,
+    STRING_COLUMNS as they are (other columns are left out)."""
+    missing = [column for column in (*NUMERIC_COLUMNS, *STRING_COLUMNS) if column not in columns]
+    if missing:
+        raise ValueError(f"no column {missing[0]!r} (its columns: {', '.join(columns)})")
+    numbers = []
+    for column in NUMERIC_COLUMNS:
+        try:
+            numbers.append(float(columns[column]))
+        except ValueError:
+            raise ValueError(f"{columns[column]!r} in column {column!r} is not a number") from None
+    try:
+        label = int(label)
+    except ValueError:
+        raise ValueError(f"label {label!r} is not a class number") from None
+    inputs = {"numbers": np.array(numbers, np.float32)}
+    inputs.update({column: columns[column] for column in STRING_COLUMNS})
+    return inputs, label
+
+
+def encode(inputs, label):
+    def text(value):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(value).encode()]))
+
+    example = tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "numbers": tf.train.Feature(float_list=tf.train.FloatList(value=inputs["numbers"])),
+                **{column: text(inputs[column]) for column in STRING_COLUMNS},
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
+        )
+    )
+    return example.SerializeToString()
+
+
+def parse_batch(records, keys=None):
+    """A batch of serialized records -> ({numbers, city, device}, int32 labels),
+    one parse_example call per batch (no augmentation: `keys` unused)."""
+    del keys
+    examples = tf.io.parse_example(
+        records,
+        {
+            "numbers": tf.io.FixedLenFeature(INPUT_SHAPE, tf.float32),
+            **{column: tf.io.FixedLenFeature([], tf.string) for column in STRING_COLUMNS},
+            "label": tf.io.FixedLenFeature([], tf.int64),
+        },
+    )
+    labels = tf.cast(examples.pop("label"), tf.int32)
+    return examples, labels
+
+
+def describe_batch(records):
+    """What `index` learns from a batch of records, whatever their shape: each
+    record's count of numbers, label count, and the labels."""
+    examples = tf.io.parse_example(
+        records,
+        {
+            "numbers": tf.io.RaggedFeature(tf.float32),
+            "label": tf.io.RaggedFeature(tf.int64),
+        },
+    )
+    labels = examples["label"]
+    return examples["numbers"].row_lengths()[:, None], labels.row_lengths(), labels.flat_values
+{%- endif %}
+
+
+def serving_inputs(received):
+    """The raw columns are model inputs as they are: the model looks the strings up."""
+    return received
