@@ -219,7 +219,8 @@ def passes_its_own_tests(project, pytest_arguments):
 # (token ids, not float features; an Embedding model; 5 classes; its own record
 # format and augmentation; top-2 accuracy), a regression (a float target, its
 # own loss, metric, label check and serving outputs), a multi-label problem (a
-# label of shape (5,)), and models with random layers (the
+# label of shape (5,)), a model of numeric and string columns from its CSV to
+# serving, and models with random layers (the
 # sample classifier with Gaussian noise and dropout; the image model with
 # augmentation layers), whose exact resume, per-replica draws and equivalence
 # with one device are what the random-layer machinery is for.
@@ -238,6 +239,8 @@ EXAMPLES = {
     "regression_task.py": SECOND_TASK,
     # Multi-label (a 0/1 vector per example, sigmoid cross-entropy per tag).
     "multilabel_task.py": SECOND_TASK,
+    # Several inputs, numbers and strings (vocabularies learned), from a CSV to serving.
+    "mixed_inputs_task.py": SECOND_TASK,
     # Random layers on tf_keras (its tf.random.Generator path), both loops.
     "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
     # Keras 3's Random* augmentation layers, on the image model.
@@ -271,6 +274,51 @@ TASK_AGNOSTIC_TESTS = (
 )
 # What an example runs besides: a CSV task's data through import-csv to train.
 EXTRA_TESTS = {"regression_task.py": ("test_importing.py",)}
+# The multi-input example as a user runs it: a CSV of numbers and strings (and a
+# column it does not use) through import-csv, train and export, then served
+# from raw values, a city it never saw included (its vocabulary's unknown index).
+FROM_CSV_TO_SERVING = """
+import csv, json, subprocess, sys
+import numpy as np
+import tensorflow as tf
+from PACKAGE import task
+
+def write(path, count, seed):
+    inputs, labels = task.sample_examples(count, seed)
+    with open(path, "w", newline="") as handle:
+        rows = csv.writer(handle)
+        rows.writerow([*task.NUMERIC_COLUMNS, *task.STRING_COLUMNS, "notes", "label"])
+        for index, label in enumerate(labels):
+            numbers = [repr(float(value)) for value in inputs["numbers"][index]]
+            strings = [inputs[column][index] for column in task.STRING_COLUMNS]
+            rows.writerow([*numbers, *strings, "n/a", int(label)])
+
+def run(*arguments):
+    command = [sys.executable, "-m", "PACKAGE", *arguments]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+write("train.csv", 256, 0)
+write("eval.csv", 64, 1)
+run("import-csv", "--train", "train.csv", "--eval", "eval.csv", "--output-dir", "data")
+run("train", "--data-dir", "data", "--model-dir", "run", "--epochs", "2",
+    "--per-replica-batch-size", "16", "--summary-json", "summary.json")
+summary = json.load(open("summary.json"))
+assert summary["global_step"] == 32 and np.isfinite(summary["eval_loss"]), summary
+learned = json.load(open("run/statistics.json"))
+assert sorted(learned["city_vocabulary"]) == sorted(task.CITIES), learned
+run("export", "--model-dir", "run")
+serve = tf.saved_model.load("run/export/1").signatures["serving_default"]
+outputs = serve(
+    numbers=tf.constant([[41.0, 52000.0, 4.0], [30.0, 20000.0, 9.0]]),
+    city=tf.constant(["Oslo", "Paris"]),
+    device=tf.constant(["phone", "desktop"]),
+)
+probabilities = outputs["probabilities"].numpy()
+assert probabilities.shape == (2, task.NUM_CLASSES), probabilities
+np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+print("served", probabilities.tolist())
+"""
 # A framework case the examples run anyway: they have random layers of their own.
 RANDOM_LAYERS_RESUME = (
     "test_resume.py::test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights"
@@ -307,7 +355,13 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
     if example in EXAMPLE_TESTS:
         passes_its_own_tests(project, [f"tests/{case}" for case in EXAMPLE_TESTS[example]])
         return
-    tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
+    if example == "mixed_inputs_task.py":
+        script = FROM_CSV_TO_SERVING.replace("PACKAGE", package.name)
+        served = subprocess.run(
+            [sys.executable, "-c", script], cwd=project, capture_output=True, text=True
+        )
+        assert served.returncode == 0, served.stdout[-2000:] + served.stderr[-3000:]
+        tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
     tests += EXTRA_TESTS.get(example, ())
     # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
     cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
