@@ -361,7 +361,7 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
             [sys.executable, "-c", script], cwd=project, capture_output=True, text=True
         )
         assert served.returncode == 0, served.stdout[-2000:] + served.stderr[-3000:]
-        tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
+    tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
     tests += EXTRA_TESTS.get(example, ())
     # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
     cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
