@@ -22,6 +22,7 @@ from conftest import (
 )
 {%- else %}
 from conftest import (
+    STRING_INPUTS,
     assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,

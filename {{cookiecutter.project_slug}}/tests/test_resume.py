@@ -559,19 +559,29 @@ def test_storage_that_never_answers_stops_the_run_retryably(one_device, sgd_conf
     assert len(failed) == checkpointing.READ_ATTEMPTS
 
 
+@pytest.mark.parametrize(
+    "content, shown",
+    [
+        (b"\x00\x17 cut short", r"'\\x00\\x17 cut short'"),
+        (b"", "''"),
+        (b"\xff\xfe", r"'\ufffd\ufffd'"),
+    ],
+    ids=["cut-short", "empty", "not-utf-8"],
+)
 def test_a_damaged_checkpoint_state_file_is_refused_not_retried(
-    one_device, sgd_config, monkeypatch
+    one_device, sgd_config, content, shown
 ):
     # Before, it was taken for storage that did not answer: the run exited 142,
-    # to be restarted into the same file again and again.
+    # to be restarted into the same file again and again (or an empty file gave
+    # a traceback).
     config = sgd_config("damaged-state", 128, epochs=1, steps_per_epoch=6, checkpoint_every=4)
     train(config, one_device)
-    with open(os.path.join(config.model_dir, "checkpoints", "checkpoint"), "w") as state_file:
-        state_file.write("\x00\x17 cut short")
+    with open(os.path.join(config.model_dir, "checkpoints", "checkpoint"), "wb") as state_file:
+        state_file.write(content)
     config.epochs = 2
     damaged = (
         r"^the checkpoint state file .*checkpoints/checkpoint cannot be read as one"
-        r" \('\\x00\\x17 cut short'\) - rewrite it as the line"
+        rf" \({shown}\) - rewrite it as the line"
         r' model_checkpoint_path: "ckpt-N", for the newest ckpt-N.index beside it$'
     )
     with pytest.raises(checkpointing.CheckpointError, match=damaged):

@@ -22,6 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import text_format
+
+# The state file's format: TensorFlow's own, which it offers no public name for.
+from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line
 {%- if cookiecutter.distribution == "multi_worker" %}
@@ -234,7 +238,7 @@ class Checkpoints:
             outcome, failure = self.restored_step(restored), None
         except StorageUnavailable as err:
             outcome, failure = UNAVAILABLE, err
-        except CheckpointError as err:
+        except Exception as err:  # any error: the others are told, then it is raised
             outcome, failure = REFUSED, err
         steps = self.every_worker(outcome)
         if failure is not None:
@@ -374,27 +378,36 @@ def kept_checkpoints(model_dir):
     try:
         if not retried(tf.io.gfile.exists, state_file):
             return []
-        state = retried(read_state, directory)
+        return retried(read_state, directory)
     except TRANSIENT_ERRORS as err:
         raise unavailable(state_file, err) from None
-    # A state file written by hand may name the newest only.
-    return list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
 
 
 def read_state(directory):
-    """The checkpoint state in `directory`, whose state file exists."""
+    """The paths of the checkpoints that the state file in `directory` (which
+    exists) lists, oldest first (a file written by hand may name the newest
+    only). Read once:
+    TensorFlow's own reader (get_checkpoint_state) reads it again and takes a
+    storage error there for a damaged file."""
     state_file = os.path.join(directory, "checkpoint")
-    # The storage's own (typed) error first: TensorFlow's reader hides why it failed.
-    with tf.io.gfile.GFile(state_file) as handle:
-        text = handle.read()
-    state = tf.train.get_checkpoint_state(directory)
-    if state is None:
+    with tf.io.gfile.GFile(state_file, "rb") as handle:
+        data = handle.read()
+    state = CheckpointState()
+    try:
+        text_format.Parse(data.decode("utf-8"), state)
+    except (UnicodeDecodeError, text_format.ParseError):
+        state.Clear()
+    if not state.model_checkpoint_path:
         raise CheckpointError(
             f"the checkpoint state file {state_file} cannot be read as one"
-            f" ({text[:80]!r}) - rewrite it as the line"
+            f" ({data[:80].decode('utf-8', 'replace')!r}) - rewrite it as the line"
             ' model_checkpoint_path: "ckpt-N", for the newest ckpt-N.index beside it'
         )
-    return state
+    # Paths are relative to the directory, as TensorFlow writes them.
+    return [
+        path if os.path.isabs(path) or is_remote(path) else os.path.join(directory, path)
+        for path in state.all_model_checkpoint_paths or [state.model_checkpoint_path]
+    ]
 
 
 def look_at_files(path):
