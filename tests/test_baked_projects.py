@@ -273,7 +273,10 @@ TASK_AGNOSTIC_TESTS = (
     "test_statistics.py",
 )
 # What an example runs besides: a CSV task's data through import-csv to train.
-EXTRA_TESTS = {"regression_task.py": ("test_importing.py",)}
+EXTRA_TESTS = {
+    "regression_task.py": ("test_importing.py",),
+    "multilabel_task.py": ("test_importing.py",),
+}
 # The multi-input example as a user runs it: a CSV of numbers and strings (and a
 # column it does not use) through import-csv, train and export, then served
 # from raw values, a city it never saw included (its vocabulary's unknown index).
@@ -291,7 +294,8 @@ def write(path, count, seed):
         for index, label in enumerate(labels):
             numbers = [repr(float(value)) for value in inputs["numbers"][index]]
             strings = [inputs[column][index] for column in task.STRING_COLUMNS]
-            rows.writerow([*numbers, *strings, "n/a", int(label)])
+            # A column the task leaves out may hold anything, a NaN too.
+            rows.writerow([*numbers, *strings, "NaN", int(label)])
 
 def run(*arguments):
     command = [sys.executable, "-m", "PACKAGE", *arguments]

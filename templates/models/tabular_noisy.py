@@ -10,7 +10,11 @@ def build_model(statistics):
     features standardized with the training data's mean and variance
     (`statistics`, from statistics_from), and dropout after each hidden layer."""
     inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
-    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    # Standardized in float32: a raw value over 256 (a variance over 65,504)
+    # overflows float16 under mixed precision.
+    x = keras.layers.Normalization(
+        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
+    )(inputs)
     x = keras.layers.GaussianNoise(NOISE_STDDEV)(x)
     for width in (64, 64):
         x = keras.layers.Dense(

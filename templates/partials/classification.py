@@ -31,8 +31,8 @@ def check_labels(low, high):
         if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
             return (
                 f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels,"
-                " --label-offset (1 for 1-based labels) or NUM_CLASSES in task.py (on a GPU,"
-                " cross-entropy gives NaN or garbage for such a label, not an error)"
+                " or NUM_CLASSES in task.py (on a GPU, cross-entropy gives NaN or garbage"
+                " for such a label, not an error)"
             )
     return None
 {%- endif %}

@@ -69,16 +69,20 @@ def example_from_csv(columns, label):
             f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
             " NUM_FEATURES in task.py, or drop columns"
         )
-    features = [number(text, column) for column, text in columns.items()]
-    return np.array(features, np.float32), number(label, "label")
+    features = [number(text, f"column {column!r}") for column, text in columns.items()]
+    return np.array(features, np.float32), number(label, "the label")
 
 
-def number(text, column):
-    """The number a CSV cell holds, or a ValueError naming its column."""
+def number(text, where):
+    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+        raise ValueError(f"{text!r} in {where} is not a number") from None
+    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+    if not np.isfinite(value):
+        raise ValueError(f"{text!r} in {where} is not a finite number")
+    return value
 
 
 def encode(features, label):

@@ -166,12 +166,7 @@ def example_from_csv(columns, label):
     missing = [column for column in (*NUMERIC_COLUMNS, *STRING_COLUMNS) if column not in columns]
     if missing:
         raise ValueError(f"no column {missing[0]!r} (its columns: {', '.join(columns)})")
-    numbers = []
-    for column in NUMERIC_COLUMNS:
-        try:
-            numbers.append(float(columns[column]))
-        except ValueError:
-            raise ValueError(f"{columns[column]!r} in column {column!r} is not a number") from None
+    numbers = [number(columns[column], f"column {column!r}") for column in NUMERIC_COLUMNS]
     try:
         label = int(label)
     except ValueError:
@@ -179,6 +174,18 @@ def example_from_csv(columns, label):
     inputs = {"numbers": np.array(numbers, np.float32)}
     inputs.update({column: columns[column] for column in STRING_COLUMNS})
     return inputs, label
+
+
+def number(text, where):
+    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} in {where} is not a number") from None
+    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+    if not np.isfinite(value):
+        raise ValueError(f"{text!r} in {where} is not a finite number")
+    return value
 
 
 def encode(inputs, label):

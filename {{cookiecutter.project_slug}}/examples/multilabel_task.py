@@ -37,7 +37,11 @@ def build_model(statistics):
     training data's mean and variance; the logits' biases start at each tag's
     log-odds in the training data."""
     inputs = keras.Input(shape=INPUT_SHAPE, name="features")
-    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    # Standardized in float32: a raw value over 256 (a variance over 65,504)
+    # overflows float16 under mixed precision.
+    x = keras.layers.Normalization(
+        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
+    )(inputs)
     for width in (64, 64):
         x = keras.layers.Dense(width, activation="relu")(x)
     # float32 logits keep the sigmoid and the loss stable under mixed precision.
@@ -138,18 +142,22 @@ def example_from_csv(columns, tags):
             " NUM_FEATURES in task.py, or drop columns"
         )
     values = tags.split()
-    if len(values) != NUM_LABELS:
-        raise ValueError(f"{tags!r} in the tags' column is not {NUM_LABELS} values")
-    features = [number(text, column) for column, text in columns.items()]
-    return np.array(features, np.float32), np.array([number(v, "tags") for v in values])
+    if len(values) != NUM_LABELS or set(values) - {"0", "1"}:
+        raise ValueError(f"{tags!r} in the tags' column is not {NUM_LABELS} values of 0 or 1")
+    features = [number(text, f"column {column!r}") for column, text in columns.items()]
+    return np.array(features, np.float32), np.array([int(value) for value in values])
 
 
-def number(text, column):
-    """The number a CSV cell holds, or a ValueError naming its column."""
+def number(text, where):
+    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+        raise ValueError(f"{text!r} in {where} is not a number") from None
+    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+    if not np.isfinite(value):
+        raise ValueError(f"{text!r} in {where} is not a finite number")
+    return value
 
 
 def encode(features, tags):

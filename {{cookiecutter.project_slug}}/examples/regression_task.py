@@ -39,7 +39,11 @@ def build_model(statistics):
     mean and variance, predicting the standardized target: its one output is
     scaled back by the training target's standard deviation and mean."""
     inputs = keras.Input(shape=INPUT_SHAPE, name="features")
-    x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    # Standardized in float32: a raw value over 256 (a variance over 65,504)
+    # overflows float16 under mixed precision.
+    x = keras.layers.Normalization(
+        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
+    )(inputs)
     for width in (64, 64):
         x = keras.layers.Dense(width, activation="relu")(x)
         x = keras.layers.Dropout(DROPOUT_RATE)(x)
@@ -141,16 +145,20 @@ def example_from_csv(columns, target):
             f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
             " NUM_FEATURES in task.py, or drop columns"
         )
-    features = [number(text, column) for column, text in columns.items()]
-    return np.array(features, np.float32), number(target, "target")
+    features = [number(text, f"column {column!r}") for column, text in columns.items()]
+    return np.array(features, np.float32), number(target, "the label")
 
 
-def number(text, column):
-    """The number a CSV cell holds, or a ValueError naming its column."""
+def number(text, where):
+    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise ValueError(f"{text!r} in column {column!r} is not a number") from None
+        raise ValueError(f"{text!r} in {where} is not a number") from None
+    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+    if not np.isfinite(value):
+        raise ValueError(f"{text!r} in {where} is not a finite number")
+    return value
 
 
 def encode(features, target):

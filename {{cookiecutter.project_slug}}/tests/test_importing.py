@@ -149,6 +149,7 @@ from {{ cookiecutter.package_name }} import importing
 from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, in_label_order
 from {{ cookiecutter.package_name }}.task import (
+    LABEL_SHAPE,
     NUM_FEATURES,
     check_labels,
     parse_batch,
@@ -157,13 +158,18 @@ from {{ cookiecutter.package_name }}.task import (
 
 HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
 # A finite label the task refuses (a classifier's: a class it does not have), if any.
-REFUSED_LABEL = next((label for label in (-1.0, 0.5) if check_labels(label, label)), None)
+# A finite scalar label the task refuses (a classifier's: a class it does not
+# have), if any.
+REFUSED_LABEL = next(
+    (label for label in (-1.0, 0.5) if LABEL_SHAPE == () and check_labels(label, label)), None
+)
 
 
 def write_csv(path, features, labels, header=HEADER):
     rows = [",".join(header)]
     rows += [
-        ",".join([*(repr(float(value)) for value in row), str(label)])
+        # A label of several values (multi-label tags) as they are, space-separated.
+        ",".join([*(repr(float(value)) for value in row), " ".join(map(str, np.ravel(label)))])
         for row, label in zip(features, labels, strict=True)
     ]
     path.write_text("\n".join(rows) + "\n")
@@ -178,14 +184,14 @@ def read_shards(shards):
 
 def sorted_rows(features, labels):
     """The rows (features and label), in an order that does not depend on theirs."""
-    rows = np.hstack([features, np.asarray(labels, np.float32)[:, None]])
+    rows = np.hstack([features, np.asarray(labels, np.float32).reshape(len(labels), -1)])
     return rows[np.lexsort(rows.T[::-1])]
 
 
 def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
     # Sorted by label, as exports often are: 120 training rows in 2 files.
     features, labels = sample_examples(150, seed=2)
-    order = np.argsort(labels, kind="stable")
+    order = np.lexsort(np.asarray(labels).reshape(len(labels), -1).T[::-1])
     features, labels = features[order], labels[order]
     train = [
         write_csv(tmp_path / "part-1.csv", features[:80], labels[:80]),
@@ -253,7 +259,8 @@ def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
         ("abc", r"line 5: 'abc' in column 'f3' is not a number - fix that row"),
         ("nan", r"line 5: 'nan' in column 'f3' is not a finite number - fix that row"),
         ("-inf", r"line 5: '-inf' in column 'f3' is not a finite number - fix that row"),
-        ("nan label", r"line 5: 'nan' in column 'label' is not a finite number - fix that row"),
+        # The task's words: for the sample task, "'nan' in the label is not a finite number".
+        ("nan label", r"line 5: 'nan' in .* - fix that row"),
         pytest.param(
             "label",
             None,

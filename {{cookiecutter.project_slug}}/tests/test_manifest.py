@@ -295,7 +295,7 @@ def test_images_of_any_size_are_indexed_with_the_smallest(data):
 def test_1_based_labels_need_a_label_offset(data):
     write_records(data / "train-00001-of-00002.tfrecord", [example(NUM_CLASSES)])
     index(str(data))
-    one_based = r"not a class in 0\.\.\d+ - fix the labels, --label-offset"
+    one_based = r"not a class in 0\.\.\d+ - .*; labels stored from 1 train with --label-offset 1$"
     with pytest.raises(ManifestError, match=one_based):
         load_dir(data)
     zero = r"train-00000-of-00002.tfrecord \(--label-offset 1\): label -1 is not a class in 0"
@@ -374,8 +374,10 @@ def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch)
         ([(0, 0), (1, 1), (2, 2), (0, 3)], True),  # most shards hold one label
         ([(0, 0), (1, 1), (0, 3), (0, 2)], False),  # half of them: not most
         ([(5, 5)] * 4, False),  # a single label
+        ([(0, 2)] * 3 + [(0, 1)] * 3, False),  # shuffled, a class too rare to be in each
         ([(-1.5, 0.2), (0.2, 1.1), (1.1, 2.0), (2.0, 3.5)], True),  # a sorted target
         ([(-1.5, 3.1), (-1.2, 3.5), (-1.4, 2.9), (-1.0, 3.3)], False),  # shuffled
+        ([(0.1, 9.5), (0.2, 40.0), (0.1, 7.0), (0.3, 12.0)], False),  # shuffled, long-tailed
     ],
 )
 def test_shards_in_label_order_are_told_from_their_label_ranges(ranges, looks_sorted):

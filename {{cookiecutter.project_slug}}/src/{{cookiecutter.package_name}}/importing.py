@@ -28,7 +28,6 @@ it in parallel.
 import concurrent.futures
 {%- if cookiecutter.task == "tabular" %}
 import csv
-import math
 {%- endif %}
 import multiprocessing
 import os

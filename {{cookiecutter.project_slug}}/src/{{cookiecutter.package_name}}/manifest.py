@@ -161,16 +161,24 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
 
 
 def sorted_by_label(ranges):
-    """Whether shards with these (label_min, label_max) look written in label order:
-    at least 4 of them, most spanning at most half of the range they span together
-    (shuffled shards of more than a few records each span nearly all of it; in
-    label order only the shards across a class boundary span more than one
-    class, and shards of a sorted regression target a slice of its range)."""
+    """Whether shards with these (label_min, label_max) look written in label order,
+    from at least 4 of them. Integer labels (classes): most span at most half of
+    the labels they span together (shuffled shards of more than a few records
+    each span nearly all of them; in label order only the shards across a class
+    boundary span more than one). Other labels (a regression target): most
+    shards, in the order of their smallest label, end where the next begins
+    (shuffled shards overlap, whatever the target's distribution)."""
     if len(ranges) < 4:
         return False
-    span = max(high for _, high in ranges) - min(low for low, _ in ranges)
-    narrow = sum(2 * (high - low) <= span for low, high in ranges)
-    return span > 0 and 2 * narrow > len(ranges)
+    if all(isinstance(value, int) for pair in ranges for value in pair):
+        labels = max(high for _, high in ranges) - min(low for low, _ in ranges) + 1
+        narrow = sum(2 * (high - low + 1) <= labels for low, high in ranges)
+        return 2 * narrow > len(ranges)
+    ordered = sorted(ranges)
+    apart = sum(
+        following[0] >= high for (_, high), following in zip(ordered[:-1], ordered[1:], strict=True)
+    )
+    return 2 * apart > len(ordered) - 1
 
 
 def in_label_order(labels):
@@ -391,10 +399,16 @@ def check_size(shard):
 
 def check_shard_labels(shard, label_offset):
     """A shard's labels, as task.check_labels judges them (after `label_offset`)."""
-    problem = check_labels(shard.label_min - label_offset, shard.label_max - label_offset)
-    if problem is not None:
-        offset = f" (--label-offset {label_offset})" if label_offset else ""
-        raise ManifestError(f"{shard.path}{offset}: {problem}")
+    low, high = shard.label_min - label_offset, shard.label_max - label_offset
+    problem = check_labels(low, high)
+    if problem is None:
+        return
+    if label_offset:
+        raise ManifestError(f"{shard.path} (--label-offset {label_offset}): {problem}")
+    # Labels that one less would make right: stored from 1, as ImageNet's are.
+    one_based = check_labels(low - 1, high - 1) is None
+    hint = "; labels stored from 1 train with --label-offset 1" if one_based else ""
+    raise ManifestError(f"{shard.path}: {problem}{hint}")
 
 
 def first_corrupt_file(paths, threads=READ_THREADS):

@@ -27,6 +27,11 @@ from {{ cookiecutter.package_name }} import TrainerError, first_line, task, writ
 log = logging.getLogger(__name__)
 
 STATISTICS_NAME = "statistics.json"
+# The values a count keeps (a string column's, to learn a vocabulary from): the
+# most frequent, pruned to these whenever twice as many are counted, so that a
+# column of IDs over hundreds of GB cannot fill the memory. A value pruned
+# early and frequent later is counted from then on only.
+MAX_COUNTED_VALUES = 100_000
 
 
 class StatisticsError(TrainerError):
@@ -51,6 +56,10 @@ def as_sum(value):
 def add(total, more):
     if isinstance(total, collections.Counter):
         total.update(more)
+        if len(total) > 2 * MAX_COUNTED_VALUES:
+            # Ties in value order: the same data keeps the same values.
+            kept = sorted(total.items(), key=lambda item: (-item[1], item[0]))
+            total = collections.Counter(dict(kept[:MAX_COUNTED_VALUES]))
         return total
     return total + more
 
