@@ -30,7 +30,8 @@ doctor) reaches it through these names alone:
 - `summarize_batch(inputs, labels)` and `statistics_from(sums)`: what the model
   learns from the training data before training (a Normalization layer's mean
   and variance, a vocabulary). `summarize_batch` gets numpy batches of model
-  inputs as evaluation prepares them and returns sums (a dict of arrays), which
+  inputs as evaluation prepares them and returns sums (a dict of arrays, or
+  of {value: count} dicts to learn a vocabulary from), which
   the framework adds up over the training split{% if cookiecutter.data_source == "tfrecord" %} in `index`{% else %} before step 1{% endif %};
   `statistics_from` turns them into the JSON values `build_model` gets, the
   same in training, evaluation and export (statistics.py).
