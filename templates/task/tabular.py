@@ -73,17 +73,7 @@ def example_from_csv(columns, label):
     return np.array(features, np.float32), number(label, "the label")
 
 
-def number(text, where):
-    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} in {where} is not a number") from None
-    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
-    if not np.isfinite(value):
-        raise ValueError(f"{text!r} in {where} is not a finite number")
-    return value
-
+{% include "partials/csv_number.py" %}
 
 def encode(features, label):
     example = tf.train.Example(
