@@ -90,6 +90,11 @@ FRAMEWORK_CASES = (
     "test_resume.py::test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over",
     "test_resume.py::test_storage_that_never_answers_stops_the_run_retryably",
     "test_resume.py::test_resuming_with_another_global_batch_is_refused_and_the_same_one_continues",
+    "test_resume.py::test_a_damaged_checkpoint_state_file_is_refused_not_retried",
+    "test_custom_loop.py::test_a_loss_scaled_by_the_local_batch_fails_the_comparison",
+    "test_custom_loop.py::test_xla_compiled_step_trains_like_the_plain_step",
+    "test_statistics.py::test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs",
+    "test_statistics.py::test_statistics_that_are_not_finite_are_refused_in_one_line",
     # The engines' step loop, the checkpoint manager's fallback and the export's
     # refusals do not depend on the task: the image projects keep the custom
     # loop's exact resume from an older checkpoint.
@@ -273,10 +278,7 @@ TASK_AGNOSTIC_TESTS = (
     "test_statistics.py",
 )
 # What an example runs besides: a CSV task's data through import-csv to train.
-EXTRA_TESTS = {
-    "regression_task.py": ("test_importing.py",),
-    "multilabel_task.py": ("test_importing.py",),
-}
+EXTRA_TESTS = {"regression_task.py": ("test_importing.py",)}
 # The multi-input example as a user runs it: a CSV of numbers and strings (and a
 # column it does not use) through import-csv, train and export, then served
 # from raw values, a city it never saw included (its vocabulary's unknown index).
@@ -331,6 +333,15 @@ RANDOM_LAYERS_RESUME = (
 # depth can break (a comparison with one device, the doctor's, an exact resume,
 # export).
 EXAMPLE_TESTS = {
+    # A label of another shape: what carries it (both loops' equivalence with
+    # one device, evaluation, export, its CSV through import-csv to train).
+    "multilabel_task.py": (
+        "test_fit.py::test_two_replicas_train_like_one_device",
+        "test_custom_loop.py::test_two_replicas_train_like_one_device",
+        "test_evaluation.py",
+        "test_export.py",
+        "test_importing.py",
+    ),
     "backbone_task.py": (
         "test_custom_loop.py::test_two_replicas_train_like_one_device",
         "test_doctor.py::test_doctor_passes_on_the_generated_code",

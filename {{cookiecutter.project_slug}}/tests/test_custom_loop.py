@@ -7,7 +7,9 @@ import pytest
 import tensorflow as tf
 {%- if cookiecutter.mixed_precision != "no" %}
 from conftest import (
+{%- if cookiecutter.task == "tabular" %}
     STRING_INPUTS,
+{%- endif %}
     assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
@@ -22,7 +24,9 @@ from conftest import (
 )
 {%- else %}
 from conftest import (
+{%- if cookiecutter.task == "tabular" %}
     STRING_INPUTS,
+{%- endif %}
     assert_accumulated_like_one_device,
     assert_clipped_like_one_device,
     assert_in_sync,
