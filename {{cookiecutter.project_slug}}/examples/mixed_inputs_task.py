@@ -27,6 +27,8 @@ NUM_CLASSES = 3
 # One example's label: a class index.
 LABEL_SHAPE = ()
 METRIC_NAME = "accuracy"
+# Plain cross-entropy (the classification partial's smoothing off).
+LABEL_SMOOTHING = 0.0
 # The most frequent values of a string column kept in its vocabulary; the
 # others, and values never seen in training, share one index.
 MAX_VOCABULARY = 1000
@@ -72,33 +74,7 @@ def build_model(statistics):
     return keras.Model(inputs, outputs, name="customers")
 
 
-def per_example_loss(labels, logits):
-    """Cross-entropy per example, in float32 whatever the compute dtype."""
-    logits = tf.cast(logits, tf.float32)
-    labels = tf.reshape(tf.cast(labels, tf.int32), tf.shape(logits)[:-1])
-    return keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-
-
-def per_example_metric(labels, logits):
-    """1.0 where the highest logit is the label's class, else 0.0."""
-    predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
-    return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
-
-
-def serving_outputs(logits):
-    """What the exported model returns: the classes' logits and probabilities."""
-    return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def check_labels(low, high):
-    """Why labels from `low` to `high` cannot train, or None: each must be a class."""
-    for label in (low, high):
-        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
-            return f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels"
-    return None
-{%- endif %}
-
+{% include "partials/classification.py" %}
 
 def summarize_batch(inputs, labels):
     """Sums of the numbers and counts of each string column's values over a batch
