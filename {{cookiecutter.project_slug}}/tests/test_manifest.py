@@ -414,6 +414,8 @@ def test_records_in_label_order_are_told_from_their_order():
     assert in_label_order(np.sort(dominant))
     assert not in_label_order(np.zeros(1024, np.int64))  # a single label cannot tell
     assert not in_label_order(np.array([1, 0, 2]))  # too few records to tell
+    # Many classes written round-robin: mixed, though each record steps one rank.
+    assert not in_label_order(np.tile(np.arange(20), 50))
     # A regression target (no runs: every value differs) sorted, and shuffled.
     target = rng.normal(size=1024)
     assert in_label_order(np.sort(target))

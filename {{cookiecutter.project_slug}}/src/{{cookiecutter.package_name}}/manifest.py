@@ -183,7 +183,8 @@ def sorted_by_label(ranges):
 
 def in_label_order(labels):
     """Whether these labels (a shard's first records, in order; one row each)
-    follow their order: neighbours' ranks among the distinct labels differ by
+    follow their order. Classes: by their runs (below). Other labels (a target,
+    label vectors): neighbours' ranks among the distinct labels differ by
     less than a quarter of what the same labels shuffled (a seeded order) give,
     when those differences add up to at least 8 (a single label, or a handful of
     records, cannot tell). Runs of one class and a sorted regression target
@@ -191,6 +192,15 @@ def in_label_order(labels):
     labels = np.asarray(labels).reshape(len(labels), -1)
     if len(labels) < 2:
         return False
+    if labels.shape[1] == 1 and labels.dtype.kind in "iu":
+        # Classes: their ranks mean nothing (classes written round-robin step one
+        # rank a record): runs of one class, fewer than a quarter of the label
+        # changes a shuffled order gives, (n - 1) * (1 - sum of squared shares).
+        classes = labels[:, 0]
+        _, counts = np.unique(classes, return_counts=True)
+        expected = (len(classes) - 1) * (1 - np.sum((counts / len(classes)) ** 2))
+        changes = np.count_nonzero(classes[1:] != classes[:-1])
+        return bool(expected >= 8 and 4 * changes < expected)
     _, ranks = np.unique(labels, axis=0, return_inverse=True)
     ranks = ranks.reshape(-1)
     steps = np.abs(np.diff(ranks)).sum()
