@@ -2,16 +2,19 @@
 up the same however the data is batched, stored with the run by its first start,
 and what every later start and the export build the model with; never a NaN."""
 
+import concurrent.futures
+import itertools
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import LOOPS
 
-from {{ cookiecutter.package_name }} import statistics, task
+from {{ cookiecutter.package_name }} import manifest, statistics, task
 from {{ cookiecutter.package_name }}.data import ArraySource
 from {{ cookiecutter.package_name }}.export import trained_model
 from {{ cookiecutter.package_name }}.task import sample_examples
@@ -139,3 +142,37 @@ def test_statistics_that_are_not_finite_are_refused_in_one_line(tmp_path):
     with pytest.raises(statistics.StatisticsError, match=stored):
         statistics.load(str(tmp_path))
     assert statistics.check_finite({"vocabulary": ["a", "b"], "mean": [1.0]}, "x", "fix")
+
+
+def test_a_value_among_more_than_one_in_k_plus_1_of_the_counted_is_kept(monkeypatch):
+    # k = 3 values kept: each file's counts are pruned before the files' are added,
+    # as index adds them. z is 29 of the 95 values, more than 95 / (3 + 1), but
+    # never among the 3 most frequent when a prune comes: top-k pruning lost it.
+    monkeypatch.setattr(statistics, "MAX_COUNTED_VALUES", 3)
+    files = [
+        [{"z": 10}, {"a": 20, "b": 20, "c": 20, "d": 1, "e": 1, "f": 1}],
+        [{"z": 19}],
+        [{"g": 1, "h": 1, "i": 1}],
+    ]
+    for order in itertools.permutations(files):
+        total = statistics.add_all(
+            statistics.add_all({"values": batch} for batch in batches) for batches in order
+        )["values"]
+        assert "z" in total, order
+        assert 29 - 95 / 4 <= total["z"] <= 29
+        assert len(total) <= 2 * 3
+
+
+def test_index_reads_the_files_counts_a_few_files_ahead_not_all_at_once():
+    started = []
+
+    def summarize_file(path):
+        started.append(path)
+        return path
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        taken = manifest.in_order(pool, 4, summarize_file, range(100))
+        assert next(taken) == 0
+        time.sleep(0.2)  # pool.map would have run all 100 files by now
+        assert len(started) <= 1 + 4
+        assert [0, *taken] == list(range(100))

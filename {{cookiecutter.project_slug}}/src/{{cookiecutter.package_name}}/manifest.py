@@ -12,6 +12,7 @@ Files are reached through tf.io.gfile: the data directory may be any path
 TensorFlow reads (a local directory, gs://...).
 """
 
+import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -119,7 +120,7 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
             splits[split] = [shard for shard, _ in indexed]
             if split == "train":
                 ordered = [shard.path for shard, first in indexed if in_label_order(first)]
-        learned = training_statistics(pool, [shard.path for shard in splits["train"]])
+        learned = training_statistics(pool, threads, [shard.path for shard in splits["train"]])
     manifest = {
         "version": VERSION,
         "format": FORMAT,
@@ -243,12 +244,14 @@ def index_file(path):
     return shard, first
 
 
-def training_statistics(pool, paths):
+def training_statistics(pool, threads, paths):
     """task.statistics_from over the training files, or None (with a warning) when
     their records do not parse as the model takes them: `load` then names why."""
     try:
         # Added in file order: the same data gives the same float sums.
-        learned = statistics_from(statistics.add_all(pool.map(summarize_file, paths)))
+        learned = statistics_from(
+            statistics.add_all(in_order(pool, 2 * threads, summarize_file, paths))
+        )
     except tf.errors.InvalidArgumentError as err:
         log.warning(
             "no statistics of the training data: its records do not parse as the model"
@@ -262,6 +265,19 @@ def training_statistics(pool, paths):
         "find the values that are not finite in the training files (import-csv names"
         " each), fix them and run index again",
     )
+
+
+def in_order(pool, ahead, function, items):
+    """function(item) for each of `items`, in order, run in `pool` at most `ahead`
+    items beyond the one taken: pool.map would run them all at once and hold every
+    result (a file's value counts) until its turn, thousands of files' worth."""
+    running = collections.deque()
+    for item in items:
+        running.append(pool.submit(function, item))
+        if len(running) > ahead:
+            yield running.popleft().result()
+    while running:
+        yield running.popleft().result()
 
 
 def summarize_file(path):
