@@ -176,8 +176,11 @@ def sorted_by_label(ranges):
         narrow = sum(2 * (high - low + 1) <= labels for low, high in ranges)
         return 2 * narrow > len(ranges)
     ordered = sorted(ranges)
+    # A next shard that starts where this one does is not apart: a target that
+    # is mostly one value (0.0) gives shards of that value alone, in any order.
     apart = sum(
-        following[0] >= high for (_, high), following in zip(ordered[:-1], ordered[1:], strict=True)
+        high <= following[0] and low < following[0]
+        for (low, high), following in zip(ordered[:-1], ordered[1:], strict=True)
     )
     return 2 * apart > len(ordered) - 1
 
