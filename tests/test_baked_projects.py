@@ -257,12 +257,11 @@ EXAMPLES = {
         "mixed_precision": "no",
     },
     # A deep keras.applications backbone (MobileNetV3Small), whose float rounding
-    # grows through its layers step after step.
+    # grows through its layers step after step; trained from class folders.
     "backbone_task.py": {
         **SECOND_TASK,
         "task": "image",
         "training_loop": "custom",
-        "data_source": "synthetic",
         "mixed_precision": "no",
     },
 }
@@ -331,7 +330,7 @@ RANDOM_LAYERS_RESUME = (
 )
 # The backbone's steps cost 5-10 times the samples' on CPUs: it runs what its
 # depth can break (a comparison with one device, the doctor's, an exact resume,
-# export).
+# export), and its class folders through import-images to train.
 EXAMPLE_TESTS = {
     # A label of another shape: what carries it (both loops' equivalence with
     # one device, evaluation, export, its CSV through import-csv to train).
@@ -343,6 +342,7 @@ EXAMPLE_TESTS = {
         "test_importing.py",
     ),
     "backbone_task.py": (
+        "test_importing.py::test_a_model_trains_from_its_image_folders_through_the_commands",
         "test_custom_loop.py::test_two_replicas_train_like_one_device",
         "test_doctor.py::test_doctor_passes_on_the_generated_code",
         RANDOM_LAYERS_RESUME,

@@ -1,8 +1,11 @@
 {%- if cookiecutter.task == "image" -%}
 """import-images: class folders become indexed shards every class is spread over;
-a file that does not decode is named in one line and leaves no shard behind."""
+a file that does not decode is named in one line and leaves no shard behind; a
+model trains from the folders through the project's commands."""
 
 import collections
+import json
+import math
 import re
 
 import pytest
@@ -131,6 +134,32 @@ def test_the_import_images_command_prints_the_classes(tmp_path, cli):
         MANIFEST_NAME,
         "train-00000-of-00001.tfrecord",
     ]
+
+
+def test_a_model_trains_from_its_image_folders_through_the_commands(tmp_path, cli):
+    # Class folders as a user has them: import-images, then train and evaluate.
+    class_folders(tmp_path / "images", per_class=16)
+    data = str(tmp_path / "data")
+    # fmt: off
+    imported = cli(
+        "import-images", "--source", str(tmp_path / "images"), "--output-dir", data,
+        "--eval-fraction", "0.25", "--workers", "1",
+    )
+    # fmt: on
+    assert imported.returncode == 0, imported.stderr
+    [train_records] = re.findall(r"^train: \d+ files, (\d+) records", imported.stdout, re.M)
+    # fmt: off
+    trained = cli(
+        "train", "--data-dir", data, "--model-dir", str(tmp_path / "run"), "--epochs", "2",
+        "--per-replica-batch-size", "16", "--summary-json", str(tmp_path / "summary.json"),
+    )
+    # fmt: on
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["global_step"] == 2 * (int(train_records) // 16), summary
+    assert math.isfinite(summary["final_loss"]) and math.isfinite(summary["eval_metric"])
+    # The model's batch normalization, checked held out at the end of the run.
+    assert summary["batch_norm_losses"] is not None, summary
 {%- else -%}
 """import-csv: CSV files become indexed shards holding exactly their rows; a bad
 row is named in one line and leaves no shard behind."""

@@ -69,6 +69,10 @@ class Controller:
     checkpoints     restores and saves the model, optimizer and `progress`
     settings        the run's settings, checked on resume and kept (run_settings.py)
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
+    check_batch_norm
+                    (model) -> {"moving_averages": its held-out loss with them,
+                    "batch_statistics": with those}, or None: the chief's check at
+                    the end of the run, which warns when the averages lag
     training_input  (epoch, first step, epochs, on skip progress) -> the distributed
                     training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
@@ -88,6 +92,7 @@ class Controller:
         checkpoints,
         settings,
         evaluate,
+        check_batch_norm,
         training_input,
         learning_rate,
         summary_writer,
@@ -104,6 +109,7 @@ class Controller:
         self.settings = settings
         self.progress = checkpoints.progress
         self.evaluate = evaluate
+        self.check_batch_norm = check_batch_norm
         self.training_input = training_input
         self.learning_rate = learning_rate
         self.profile = profile
@@ -348,6 +354,12 @@ class Controller:
         with self.watchdog.watching("final save", "saving the final model", A_PEER_OR_STORAGE):
             model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
             model.save(os.path.join(self.write_dir, "model.keras"))
+        batch_norm_losses = None
+        if is_chief(self.strategy):
+            with self.watchdog.watching(
+                "batch-normalization check", "checking the moving averages", A_PEER_OR_INPUT
+            ):
+                batch_norm_losses = self.check_batch_norm(model)
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),
@@ -378,6 +390,7 @@ class Controller:
             "final_metric": self.final_metric,
             "eval_loss": eval_loss,
             "eval_metric": eval_metric,
+            "batch_norm_losses": batch_norm_losses,
             "weights_path": os.path.join(self.model_dir, FINAL_WEIGHTS),
             "weights_fingerprint": fingerprint(model.get_weights()),
         }

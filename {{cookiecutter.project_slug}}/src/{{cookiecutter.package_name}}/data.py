@@ -437,6 +437,19 @@ def evaluation_batches(plan, worker=0):
     return batches.map(source.parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
+def held_out_sample(plan, batches):
+    """The evaluation set's first `batches` full per-replica batches, for one
+    device (batch_norm_check.py); its files read a few at once, as training
+    reads them."""
+    source = plan.evaluation
+    records = source.records(tuple(range(len(source.counts))))
+    return (
+        records.batch(plan.per_replica_batch_size, drop_remainder=True)
+        .take(batches)
+        .map(source.parse)
+    )
+
+
 def evaluation_input(strategy, plan):
     """The distributed evaluation batches, one pipeline per worker."""
 

@@ -9,6 +9,7 @@ import os
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import statistics
+from {{ cookiecutter.package_name }}.batch_norm_check import CHECK_BATCHES, check_moving_averages
 from {{ cookiecutter.package_name }}.checkpointing import (
     Checkpoints,
     Progress,
@@ -19,7 +20,12 @@ from {{ cookiecutter.package_name }}.checkpointing import (
 from {{ cookiecutter.package_name }}.compat import keras, random_state
 from {{ cookiecutter.package_name }}.config import profile_window
 from {{ cookiecutter.package_name }}.controller import STALLED_EXIT_STATUS, Controller, Profile
-from {{ cookiecutter.package_name }}.data import evaluation_input, make_plan, training_input
+from {{ cookiecutter.package_name }}.data import (
+    evaluation_input,
+    held_out_sample,
+    make_plan,
+    training_input,
+)
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.engine_custom import CustomEngine, build_training_state
 {%- endif %}
@@ -103,7 +109,7 @@ def evaluator_for(config, strategy, plan, engine):
     return AveragedWeights(engine.model, engine.optimizer).around(evaluate)
 
 
-def build_controller(config, strategy, plan, engine, model_dir):
+def build_controller(config, strategy, plan, engine, learned, model_dir):
     """The controller of a run of `engine`, handed everything else it uses."""
     write_dir = worker_dir(model_dir, strategy)
     window = profile_window(config.profile_steps) if config.profile_steps else None
@@ -136,6 +142,11 @@ def build_controller(config, strategy, plan, engine, model_dir):
             make_every_worker(strategy),
         ),
         evaluate=evaluator_for(config, strategy, plan, engine),
+        check_batch_norm=functools.partial(
+            check_moving_averages,
+            statistics=learned,
+            batches=held_out_sample(plan, CHECK_BATCHES),
+        ),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
         learning_rate=learning_rate_for(config, plan),
         summary_writer=tf.summary.create_file_writer(os.path.join(write_dir, "logs")),
@@ -165,5 +176,5 @@ def train(config, strategy):
     model_dir = prepare_model_dir(config.model_dir)
     if is_chief(strategy):
         statistics.keep(model_dir, learned)
-    return build_controller(config, strategy, plan, engine, model_dir).run()
+    return build_controller(config, strategy, plan, engine, learned, model_dir).run()
 {% include "training/" ~ cookiecutter.training_loop ~ ".py" %}
