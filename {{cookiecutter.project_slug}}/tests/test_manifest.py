@@ -1,10 +1,12 @@
 """The manifest: `index` reads every record once; planning reads only the manifest
 and refuses, in one line naming the file, anything that would train wrongly."""
 
+import concurrent.futures
 import json
 {%- if cookiecutter.task == "image" %}
 import re
 {%- endif %}
+import time
 from pathlib import Path
 
 import numpy as np
@@ -442,3 +444,18 @@ def test_the_first_corrupt_file_is_found(data):
     assert first_corrupt_file(files) is None
     flip_a_byte(data / "train-00001-of-00002.tfrecord")
     assert first_corrupt_file(files, threads=1) == files[1]
+
+
+def test_index_reads_the_files_counts_a_few_files_ahead_not_all_at_once():
+    started = []
+
+    def summarize_file(path):
+        started.append(path)
+        return path
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        taken = manifest.in_order(pool, 4, summarize_file, range(100))
+        assert next(taken) == 0
+        time.sleep(0.2)  # pool.map would have run all 100 files by now
+        assert len(started) <= 1 + 4
+        assert [0, *taken] == list(range(100))

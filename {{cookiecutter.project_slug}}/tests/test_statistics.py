@@ -2,19 +2,17 @@
 up the same however the data is batched, stored with the run by its first start,
 and what every later start and the export build the model with; never a NaN."""
 
-import concurrent.futures
 import itertools
 import json
 import os
 import shutil
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import LOOPS
 
-from {{ cookiecutter.package_name }} import manifest, statistics, task
+from {{ cookiecutter.package_name }} import statistics, task
 from {{ cookiecutter.package_name }}.data import ArraySource
 from {{ cookiecutter.package_name }}.export import trained_model
 from {{ cookiecutter.package_name }}.task import sample_examples
@@ -161,18 +159,3 @@ def test_a_value_among_more_than_one_in_k_plus_1_of_the_counted_is_kept(monkeypa
         assert "z" in total, order
         assert 29 - 95 / 4 <= total["z"] <= 29
         assert len(total) <= 2 * 3
-
-
-def test_index_reads_the_files_counts_a_few_files_ahead_not_all_at_once():
-    started = []
-
-    def summarize_file(path):
-        started.append(path)
-        return path
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        taken = manifest.in_order(pool, 4, summarize_file, range(100))
-        assert next(taken) == 0
-        time.sleep(0.2)  # pool.map would have run all 100 files by now
-        assert len(started) <= 1 + 4
-        assert [0, *taken] == list(range(100))
