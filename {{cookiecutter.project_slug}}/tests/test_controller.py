@@ -74,7 +74,7 @@ def stub_evaluated(config, strategy, plan, engine):
     normalization check."""
     controller = build_controller(config, strategy, plan, engine, None, config.model_dir)
     controller.evaluate = lambda: (0.25, 0.5)
-    controller.check_batch_norm = lambda model: None
+    controller.check_batch_norm = lambda model, training_loss: None
     return controller
 
 

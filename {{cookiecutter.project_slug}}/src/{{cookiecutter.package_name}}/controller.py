@@ -50,6 +50,7 @@ SLOW_CALL_SECONDS = 60.0
 A_PEER = "a worker that stopped or cannot be reached (a collective waits for every replica)"
 A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
 A_PEER_OR_STORAGE = A_PEER + ", or the file system"
+AN_INPUT = "an input pipeline that stopped producing (the file system)"
 
 
 class TrainingError(TrainerError):
@@ -70,9 +71,10 @@ class Controller:
     settings        the run's settings, checked on resume and kept (run_settings.py)
     evaluate        () -> (eval loss, eval metric), over the whole evaluation set
     check_batch_norm
-                    (model) -> {"moving_averages": its held-out loss with them,
-                    "batch_statistics": with those}, or None: the chief's check at
-                    the end of the run, which warns when the averages lag
+                    (model, training loss) -> {"moving_averages": its held-out loss
+                    with them, "batch_statistics": with those}, or None: each
+                    worker's check at the end of the run, which warns when the
+                    averages lag
     training_input  (epoch, first step, epochs, on skip progress) -> the distributed
                     training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
@@ -354,12 +356,10 @@ class Controller:
         with self.watchdog.watching("final save", "saving the final model", A_PEER_OR_STORAGE):
             model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
             model.save(os.path.join(self.write_dir, "model.keras"))
-        batch_norm_losses = None
-        if is_chief(self.strategy):
-            with self.watchdog.watching(
-                "batch-normalization check", "checking the moving averages", A_PEER_OR_INPUT
-            ):
-                batch_norm_losses = self.check_batch_norm(model)
+        with self.watchdog.watching(
+            "batch-normalization check", "checking the moving averages", AN_INPUT
+        ):
+            batch_norm_losses = self.check_batch_norm(model, training_loss=self.progress.final_loss)
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),
