@@ -344,6 +344,7 @@ ALWAYS_FILES = (
     "src/PKG/evaluation.py",
     "src/PKG/batch_norm_check.py",
     "src/PKG/watchdog.py",
+    "src/PKG/tracking.py",
     "src/PKG/controller.py",
     "src/PKG/training.py",
     "src/PKG/report.py",

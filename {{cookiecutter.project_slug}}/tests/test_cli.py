@@ -21,7 +21,7 @@ from {{ cookiecutter.package_name }}.cli import log_to_worker_file
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
 from {{ cookiecutter.package_name }}.startup import native_startup_noise_hidden
-from {{ cookiecutter.package_name }}.task import build_model
+from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model
 
 # A line of TensorFlow's C++ logging (glog format), or absl's notice before it.
 NATIVE_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -70,11 +70,16 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     assert summary["resumed_from"] is None and "starting fresh" in result.stderr
     assert summary["global_step"] == 2 * summary["steps_per_epoch"]
     assert summary["examples_per_second"] > 0
-    # Per-interval TensorBoard scalars: here the intervals are the epochs.
+    # Per-interval TensorBoard scalars (here the intervals are the epochs), and
+    # the evaluation's at each epoch end.
     written = scalars(tmp_path / "run" / "logs")
-    assert set(written) == {"loss", "learning_rate", "examples_per_second"}
+    evaluated = {"eval_loss", f"eval_{METRIC_NAME}"}
+    assert set(written) == {"loss", "learning_rate", "examples_per_second", *evaluated}
     epoch_ends = [summary["steps_per_epoch"], summary["global_step"]]
     assert all([step for step, _ in values] == epoch_ends for values in written.values())
+    final = {name: values[-1][1] for name, values in written.items()}
+    assert final["eval_loss"] == pytest.approx(summary["eval_loss"], rel=1e-6)
+    assert final[f"eval_{METRIC_NAME}"] == pytest.approx(summary["eval_metric"], rel=1e-6)
     assert [loss for _, loss in written["loss"]] == pytest.approx(summary["losses"], rel=1e-5)
     # The default recipe: the rate scaled to the global batch (Adam's rule: the
     # square root), warmed up, and decayed by a cosine to 0 at the run's end.

@@ -78,7 +78,7 @@ class Controller:
     training_input  (epoch, first step, epochs, on skip progress) -> the distributed
                     training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
-    summary_writer  where the TensorBoard scalars go
+    tracker         where the run's scalars go, by global step (tracking.py)
     watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
     profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
@@ -97,7 +97,7 @@ class Controller:
         check_batch_norm,
         training_input,
         learning_rate,
-        summary_writer,
+        tracker,
         watchdog,
         profile,
         model_dir,
@@ -115,7 +115,7 @@ class Controller:
         self.training_input = training_input
         self.learning_rate = learning_rate
         self.profile = profile
-        self.summary_writer = summary_writer
+        self.tracker = tracker
         self.watchdog = watchdog
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = write_dir
@@ -150,7 +150,7 @@ class Controller:
             # After every refusal: a refused rerun leaves the run's settings as they were.
             if is_chief(self.strategy):
                 self.settings.keep()
-            with PreemptionWatch(self.strategy) as preemption, self.summary_writer.as_default():
+            with PreemptionWatch(self.strategy) as preemption:
                 epoch, step = self.progress.position
                 if epoch < self.config.epochs:
                     # One pipeline for the rest of the run: an epoch continues the
@@ -220,19 +220,20 @@ class Controller:
             step += count
             saved = False
             if step < steps and self.global_step % self.config.checkpoint_every == 0:
+                self.record(interval)
                 self.save()
-                interval.write(self.last_learning_rate(), self.global_step)
                 saved = True
             # (At the epoch's last step, the epoch end below saves and checks.)
             if step < steps and self.preemption_requested(preemption):
                 if not saved:
+                    self.record(interval)
                     self.save()
                 log.info("preempted: saved epoch %d step %d", epoch, step)
                 raise Preempted(f"saved epoch {epoch} step {step}")
         loss, metric = self.progress.epoch_means()
         self.progress.finish_epoch(loss)
+        self.record(interval)
         self.save()
-        interval.write(self.last_learning_rate(), self.global_step)
         self.losses.append(loss)
         self.final_metric = metric
         # Before the evaluation, which can outlast a preemption's grace period.
@@ -240,6 +241,10 @@ class Controller:
             log.info("preempted: saved epoch %d step 0", epoch + 1)
             raise Preempted(f"saved epoch {epoch + 1} step 0")
         self.last_eval = self.evaluation()
+        eval_loss, eval_metric = self.last_eval
+        self.tracker.record(
+            self.global_step, {"eval_loss": eval_loss, f"eval_{METRIC_NAME}": eval_metric}
+        )
         log_epoch(epoch, self.config.epochs, loss, metric, *self.last_eval)
 
     def blow_up(self, loss, epoch, step):
@@ -297,6 +302,12 @@ class Controller:
             trials,
         )
         return step
+
+    def record(self, interval):
+        """The interval's scalars, recorded before the checkpoint that ends it
+        is saved: a kill in between leaves them to the resumed run to record
+        again, never a gap."""
+        self.tracker.record(self.global_step, interval.scalars(self.last_learning_rate()))
 
     def preemption_requested(self, preemption):
         with self.watchdog.watching("preemption check", "agreeing on a SIGTERM", A_PEER):
@@ -465,8 +476,8 @@ class Profile:
 
 
 class Interval:
-    """What happened since the last TensorBoard write: the steps' mean loss and
-    their examples per second."""
+    """What happened since the last checkpoint: the steps' mean loss and their
+    examples per second."""
 
     def __init__(self, global_batch_size):
         self.global_batch_size = global_batch_size
@@ -480,20 +491,20 @@ class Interval:
         self.loss_sum += steps * loss
         self.seconds += seconds
 
-    def write(self, learning_rate, global_step):
-        """Loss, learning rate and examples per second at `global_step`."""
+    def scalars(self, learning_rate):
+        """The interval's loss, learning rate and examples per second (none for
+        an interval of no steps), and a new interval."""
+        scalars = {}
         if self.steps:
-            tf.summary.scalar("loss", self.loss_sum / self.steps, step=global_step)
-            tf.summary.scalar("learning_rate", learning_rate, step=global_step)
-            tf.summary.scalar(
-                "examples_per_second",
-                self.global_batch_size * self.steps / max(self.seconds, 1e-9),
-                step=global_step,
-            )
-            # Written with each checkpoint: a kill loses no scalar it did not
-            # also lose in training (the writer would hold them up to 2 minutes).
-            tf.summary.flush()
+            scalars = {
+                "loss": self.loss_sum / self.steps,
+                "learning_rate": learning_rate,
+                "examples_per_second": self.global_batch_size
+                * self.steps
+                / max(self.seconds, 1e-9),
+            }
         self.reset()
+        return scalars
 
 
 class PreemptionWatch:

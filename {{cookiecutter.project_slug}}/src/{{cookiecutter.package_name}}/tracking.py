@@ -1,0 +1,27 @@
+"""Where a run's scalars go: TensorBoard event files in this worker's `logs`
+directory (the chief's: `<model dir>/logs`; the other workers' are scratch).
+
+The controller hands over, at their global step, the scalars of each interval
+between checkpoints (loss, learning rate, examples per second) just before the
+checkpoint that ends it is saved, and the evaluation's at each epoch end; each
+is flushed at once. So a kill loses none that its checkpoint kept; a resumed
+run records again the steps after its checkpoint, which the killed attempt may
+have recorded too (TensorBoard shows both).
+"""
+
+import tensorflow as tf
+
+
+class Tracker:
+    """Scalars by global step, written to TensorBoard event files in `log_dir`."""
+
+    def __init__(self, log_dir):
+        self.writer = tf.summary.create_file_writer(log_dir)
+
+    def record(self, global_step, scalars):
+        """{name: value} at `global_step`, flushed (the writer would hold them
+        up to 2 minutes)."""
+        with self.writer.as_default():
+            for name, value in scalars.items():
+                tf.summary.scalar(name, value, step=global_step)
+        self.writer.flush()
