@@ -179,7 +179,7 @@ def measure(package, workdir, quick):
     # run's controller is handed (training.build_controller).
     engine = build_engine("custom")
     checkpoints = training.build_controller(
-        config, strategy, plan, engine, str(workdir / f"{task}-runs")
+        config, strategy, plan, engine, learned, str(workdir / f"{task}-runs")
     ).checkpoints
     save_seconds = float("inf")
     for _ in range(repeats):
