@@ -4,8 +4,8 @@ The controller owns everything about a run that does not depend on how a step
 is computed: restoring the last checkpoint, the data position, running the
 engine "the next k steps" at a time, a checkpoint every `checkpoint_every`
 steps and at every epoch end, the loss guard (stop, or roll back and skip),
-evaluation at every epoch end, SIGTERM, TensorBoard scalars, and the run's
-tail (final model, summary).
+evaluation at every epoch end, SIGTERM, the scalars it hands the tracker, and
+the run's tail (final model, the batch-normalization check, summary).
 An engine (engine_fit.py, engine_custom.py) only knows how to run k steps.
 
 An engine provides:

@@ -1,5 +1,5 @@
 """One training job, assembled here: the plan, the engine, the controller and
-what it is handed (checkpoints, evaluator, input, summary writer, watchdog).
+what it is handed (checkpoints, evaluator, input, tracker, watchdog).
 `train`, the doctor, gpu-smoke and the benchmarks build their parts with these."""
 
 import functools
