@@ -4,9 +4,11 @@ directory (the chief's: `<model dir>/logs`; the other workers' are scratch).
 The controller hands over, at their global step, the scalars of each interval
 between checkpoints (loss, learning rate, examples per second) just before the
 checkpoint that ends it is saved, and the evaluation's at each epoch end; each
-is flushed at once. So a kill loses none that its checkpoint kept; a resumed
+is flushed at once. So a kill loses none of a checkpoint's interval; a resumed
 run records again the steps after its checkpoint, which the killed attempt may
-have recorded too (TensorBoard shows both).
+have recorded too (TensorBoard shows both). A kill during an epoch's
+evaluation, which comes after the epoch's checkpoint, leaves that epoch without
+its evaluation scalars: the resumed run goes on from the next epoch.
 """
 
 import tensorflow as tf
