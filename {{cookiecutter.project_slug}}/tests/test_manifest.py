@@ -381,6 +381,7 @@ def test_a_directory_that_refuses_the_manifest_gives_one_line(data, monkeypatch)
         ([(-1.5, 3.1), (-1.2, 3.5), (-1.4, 2.9), (-1.0, 3.3)], False),  # shuffled
         ([(0.1, 9.5), (0.2, 40.0), (0.1, 7.0), (0.3, 12.0)], False),  # shuffled, long-tailed
         ([(0.0, 0.0)] * 3 + [(0.0, 2.5)], False),  # a target mostly 0.0: some shards all 0.0
+        ([(0.0, 0.0)] * 6 + [(0.1 * i, 0.1 * i + 0.1) for i in range(1, 5)], True),  # sorted
     ],
 )
 def test_shards_in_label_order_are_told_from_their_label_ranges(ranges, looks_sorted):

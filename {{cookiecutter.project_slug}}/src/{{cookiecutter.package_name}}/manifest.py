@@ -176,13 +176,16 @@ def sorted_by_label(ranges):
         narrow = sum(2 * (high - low + 1) <= labels for low, high in ranges)
         return 2 * narrow > len(ranges)
     ordered = sorted(ranges)
-    # A next shard that starts where this one does is not apart: a target that
-    # is mostly one value (0.0) gives shards of that value alone, in any order.
-    apart = sum(
-        high <= following[0] and low < following[0]
-        for (low, high), following in zip(ordered[:-1], ordered[1:], strict=True)
-    )
-    return 2 * apart > len(ordered) - 1
+    # A target that is mostly one value (0.0) gives shards of that value alone,
+    # in any order: neighbours that are both that one value tell nothing, and a
+    # next shard that starts where this one does is not apart.
+    pairs = [
+        (shard, following)
+        for shard, following in zip(ordered[:-1], ordered[1:], strict=True)
+        if not (shard == following and shard[0] == shard[1])
+    ]
+    apart = sum(high <= following[0] and low < following[0] for (low, high), following in pairs)
+    return 2 * apart > len(pairs)
 
 
 def in_label_order(labels):
