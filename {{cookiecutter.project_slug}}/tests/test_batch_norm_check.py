@@ -125,6 +125,10 @@ def test_a_run_ends_with_the_check_of_its_final_model(one_device, sgd_config, mo
     assert (losses is not None) == normalized
     assert summary["batch_norm_losses"] == losses
     assert losses is None or all(np.isfinite(loss) for loss in losses.values())
+    # A rerun of the finished run trains nothing and checks nothing: a check that
+    # stalled would otherwise stall every restart of a run whose model is saved.
+    again = train(sgd_config("run", 16, epochs=1, steps_per_epoch=2), one_device)
+    assert len(checked) == 1 and again["batch_norm_losses"] is None
 
 
 def test_a_check_that_fails_is_said_in_one_line_not_raised(monkeypatch, caplog):

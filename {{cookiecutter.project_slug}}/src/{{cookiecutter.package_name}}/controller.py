@@ -50,7 +50,7 @@ SLOW_CALL_SECONDS = 60.0
 A_PEER = "a worker that stopped or cannot be reached (a collective waits for every replica)"
 A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
 A_PEER_OR_STORAGE = A_PEER + ", or the file system"
-AN_INPUT = "an input pipeline that stopped producing (the file system)"
+A_BUILD_OR_INPUT = "building the model's copy, or an input pipeline that stopped producing"
 
 
 class TrainingError(TrainerError):
@@ -359,6 +359,7 @@ class Controller:
     def finish(self, resumed_from):
         """The run's tail: evaluation, the final weights and model, the summary."""
         model = self.engine.model
+        trained_here = self.last_eval is not None  # not a rerun of a finished run
         eval_loss, eval_metric = self.last_eval or self.evaluation()
         # --ema-decay: the final model holds the weights' moving averages (the
         # checkpoints keep both); without it, this changes nothing.
@@ -367,10 +368,16 @@ class Controller:
         with self.watchdog.watching("final save", "saving the final model", A_PEER_OR_STORAGE):
             model.save_weights(os.path.join(self.write_dir, FINAL_WEIGHTS))
             model.save(os.path.join(self.write_dir, "model.keras"))
-        with self.watchdog.watching(
-            "batch-normalization check", "checking the moving averages", AN_INPUT
-        ):
-            batch_norm_losses = self.check_batch_norm(model, training_loss=self.progress.final_loss)
+        batch_norm_losses = None
+        # Not again on a rerun of a finished run: a check that stalled (exit 142)
+        # would stall again, restart after restart, on a run whose model is saved.
+        if trained_here:
+            with self.watchdog.watching(
+                "batch-normalization check", "checking the moving averages", A_BUILD_OR_INPUT
+            ):
+                batch_norm_losses = self.check_batch_norm(
+                    model, training_loss=self.progress.final_loss
+                )
         summary = {
             "replicas": self.strategy.num_replicas_in_sync,
             "workers": worker_count(self.strategy),

@@ -6,9 +6,10 @@ between checkpoints (loss, learning rate, examples per second) just before the
 checkpoint that ends it is saved, and the evaluation's at each epoch end; each
 is flushed at once. So a kill loses none of a checkpoint's interval; a resumed
 run records again the steps after its checkpoint, which the killed attempt may
-have recorded too (TensorBoard shows both). A kill during an epoch's
-evaluation, which comes after the epoch's checkpoint, leaves that epoch without
-its evaluation scalars: the resumed run goes on from the next epoch.
+have recorded too (TensorBoard shows both). An epoch's evaluation comes after
+its last checkpoint: a SIGTERM agreed at the epoch's end, or a kill during the
+evaluation, leaves that epoch without evaluation scalars (the resumed run goes
+on from the next epoch).
 """
 
 import tensorflow as tf
