@@ -22,6 +22,7 @@ CHOICES = {
     "data_source": ("synthetic", "tfrecord"),
     "mixed_precision": ("no", "float16", "bfloat16"),
     "launcher": ("none", "slurm", "kubernetes"),
+    "tracking": ("tensorboard", "mlflow"),
     "ci_provider": ("github", "gitlab", "none"),
     "license": ("MIT", "Apache-2.0", "BSD-3-Clause", "Proprietary"),
 }
@@ -274,6 +275,8 @@ CONDITIONAL_FILES = {
     "examples/mixed_inputs_task.py": lambda o: o["task"] == "tabular",
     "examples/augmented_task.py": lambda o: o["task"] == "image",
     "examples/backbone_task.py": lambda o: o["task"] == "image",
+    "src/PKG/mlflow_tracking.py": lambda o: o["tracking"] == "mlflow",
+    "tests/test_mlflow_tracking.py": lambda o: o["tracking"] == "mlflow",
     "src/PKG/tfrecords.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/manifest.py": lambda o: o["data_source"] == "tfrecord",
     "src/PKG/importing.py": lambda o: o["data_source"] == "tfrecord",
@@ -315,6 +318,7 @@ VARIANT_FILES = {
     "src/PKG/checkpointing.py": "distribution",
     "src/PKG/training.py": "training_loop",
     "src/PKG/importing.py": "task",
+    "src/PKG/tracking.py": "tracking",
 }
 
 ALWAYS_FILES = (

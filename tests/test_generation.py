@@ -20,10 +20,14 @@ import rules
 
 COMBINATIONS = list(code_combinations())
 # ci_provider and license change files only: spread their values over the
-# combinations so each one is baked many times.
+# combinations so each one is baked many times. tracking changes code in a
+# module of its own and a few lines elsewhere: spread too (every value of every
+# other option is baked with each of its values, checked below) rather than
+# doubling the matrix.
 for index, options in enumerate(COMBINATIONS):
     options["ci_provider"] = rules.CHOICES["ci_provider"][index % 3]
     options["license"] = rules.CHOICES["license"][index % 4]
+    options["tracking"] = rules.CHOICES["tracking"][index // 3 % 2]
 
 RUFF = [sys.executable, "-m", "ruff"]
 
@@ -33,8 +37,12 @@ def test_the_matrix_is_what_the_rules_say():
     refused = [c for c in COMBINATIONS if not rules.is_supported(c)]
     # kubernetes + mirrored, on 2 tasks x 3 loops x 2 Keras x 2 data x 3 precision.
     assert len(refused) == 2 * 3 * 2 * 2 * 3
-    for option in ("ci_provider", "license"):
+    for option in ("ci_provider", "license", "tracking"):
         assert {c[option] for c in COMBINATIONS} == set(rules.CHOICES[option])
+    supported = [c for c in COMBINATIONS if rules.is_supported(c)]
+    for option in rules.CODE_OPTIONS:
+        pairs = {(c[option], c["tracking"]) for c in supported}
+        assert len(pairs) == len(rules.CHOICES[option]) * len(rules.CHOICES["tracking"]), option
 
 
 def test_each_variant_file_includes_one_module_per_value_of_its_option():

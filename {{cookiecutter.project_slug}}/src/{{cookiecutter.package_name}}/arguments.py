@@ -47,3 +47,15 @@ def number_where(is_valid, description):
 
 fraction = number_where(lambda value: 0 <= value < 1, "a number from 0 to below 1")
 positive_float = number_where(lambda value: value > 0, "a positive number")
+{%- if cookiecutter.tracking == "mlflow" %}
+
+
+def model_name(text):
+    """An MLflow registered model's name: not empty, no '/' or ':' (MLflow refuses those)."""
+    if not text.strip() or "/" in text or ":" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an MLflow model name (not empty, no '/' or ':') - use a name"
+            " such as my-classifier"
+        )
+    return text
+{%- endif %}

@@ -18,6 +18,9 @@ from {{ cookiecutter.package_name }}.arguments import (
     ArgumentParser,
     add_subcommand,
     fraction,
+{%- if cookiecutter.tracking == "mlflow" %}
+    model_name,
+{%- endif %}
     positive_float,
     positive_int,
 )
@@ -100,6 +103,15 @@ def build_parser():
     export.add_argument(
         "--export-dir", help="versions go to EXPORT_DIR/1, /2, ... (default: MODEL_DIR/export)"
     )
+{%- if cookiecutter.tracking == "mlflow" %}
+    export.add_argument(
+        "--register-model",
+        metavar="NAME",
+        type=model_name,
+        help="also register the export as a new version of this MLflow model, logged"
+        " to the training run's MLflow run",
+    )
+{%- endif %}
 
     smoke = add_subcommand(
         commands, common, "gpu-smoke", run_gpu_smoke, "check this machine's GPUs with one step"
@@ -161,7 +173,7 @@ def run_doctor(args):
 def run_export(args):
     from {{ cookiecutter.package_name }}.export import export
 
-    path = export(args.model_dir, args.export_dir)
+    path = export(args.model_dir, args.export_dir{% if cookiecutter.tracking == "mlflow" %}, args.register_model{% endif %})
     if path:
         print(path)
     return 0

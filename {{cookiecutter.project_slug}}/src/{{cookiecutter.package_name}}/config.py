@@ -157,6 +157,19 @@ class TrainConfig:
 {%- if cookiecutter.training_loop == "both" %}
     loop: str = setting("fit", "which training loop", choices=LOOPS)
 {%- endif %}
+{%- if cookiecutter.tracking == "mlflow" %}
+    tracking_uri: str | None = setting(
+        None,
+        "the MLflow tracking server or store (default: $MLFLOW_TRACKING_URI, else"
+        " sqlite:///mlflow.db in the working directory)",
+        commands=("train",),
+    )
+    experiment: str | None = setting(
+        None,
+        "the MLflow experiment (default: $MLFLOW_EXPERIMENT_NAME, else {{ cookiecutter.project_slug }})",
+        commands=("train",),
+    )
+{%- endif %}
 
     def __post_init__(self):
         self.validate()

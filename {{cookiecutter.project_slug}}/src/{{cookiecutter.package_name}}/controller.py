@@ -78,7 +78,9 @@ class Controller:
     training_input  (epoch, first step, epochs, on skip progress) -> the distributed
                     training batches
     learning_rate   the optimizer's schedule (optimizer.py), for the TensorBoard scalars
-    tracker         where the run's scalars go, by global step (tracking.py)
+    tracker         where the run's scalars go, by global step, and how the run
+                    ended: FINISHED (with the summary), KILLED (preempted) or
+                    FAILED (tracking.py)
     watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
     profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
@@ -129,6 +131,7 @@ class Controller:
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
         self.watchdog.start()
+        status, summary = "FAILED", None
         log.info(
             "learning rate: %.4g (%s), %s",
             self.learning_rate.peak,
@@ -164,9 +167,15 @@ class Controller:
                     iterator = iter(batches)
                 while self.progress.position[0] < self.config.epochs:
                     self.train_epoch(iterator, preemption)
-            return self.finish(resumed_from)
+            summary = self.finish(resumed_from)
+            status = "FINISHED"
+            return summary
+        except Preempted:
+            status = "KILLED"
+            raise
         finally:
             self.profile.stop()
+            self.tracker.end(status, summary)
             self.watchdog.stop()
             # A worker's scratch copies are never read: gone however the run ends.
             remove_worker_dir(self.write_dir, self.model_dir)

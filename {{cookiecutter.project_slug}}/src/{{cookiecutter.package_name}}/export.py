@@ -19,6 +19,9 @@ from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remo
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import save_for_serving
+{%- if cookiecutter.tracking == "mlflow" %}
+from {{ cookiecutter.package_name }}.mlflow_tracking import register_export, tracked_run
+{%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -108,9 +111,13 @@ def publish(partial, path):
     tf.io.gfile.rmtree(partial)
 
 
-def export(model_dir, export_dir=None):
+def export(model_dir, export_dir=None{% if cookiecutter.tracking == "mlflow" %}, register_model=None{% endif %}):
     """Write the SavedModel of the run in `model_dir` as the next version under
-    `export_dir` (default: `<model-dir>/export`); return its path
+    `export_dir` (default: `<model-dir>/export`)
+{%- if cookiecutter.tracking == "mlflow" %}, and with `register_model`
+    register it as a version of that MLflow model, logged to the run's MLflow
+    run
+{%- endif %}; return its path
 {%- if cookiecutter.distribution == "multi_worker" %}, or None on a
     worker that is not the chief (the chief exports)
 {%- endif %}."""
@@ -121,6 +128,10 @@ def export(model_dir, export_dir=None):
 {%- endif %}
     export_dir = export_dir or os.path.join(model_dir, "export")
     model = trained_model(model_dir)
+{%- if cookiecutter.tracking == "mlflow" %}
+    # Looked up first: a registration that cannot be made leaves no export.
+    tracked = tracked_run(model_dir) if register_model else None
+{%- endif %}
     version = next_version(export_dir)
     path = os.path.join(export_dir, str(version))
     # Written under a name Serving ignores, then renamed: Serving never loads a
@@ -137,4 +148,14 @@ def export(model_dir, export_dir=None):
             f"cannot write {path}: {first_line(err.message)} - pass a writable --export-dir"
         ) from None
     log.info("exported version %d to %s (signature %s)", version, path, SIGNATURE)
+{%- if cookiecutter.tracking == "mlflow" %}
+    if tracked:
+        registered = register_export(*tracked, path, register_model)
+        log.info(
+            "registered as version %d of MLflow model %r (run %s)",
+            registered,
+            register_model,
+            tracked[1].info.run_id,
+        )
+{%- endif %}
     return path

@@ -1,21 +1,32 @@
 """Where a run's scalars go: TensorBoard event files in this worker's `logs`
 directory (the chief's: `<model dir>/logs`; the other workers' are scratch).
+{%- if cookiecutter.tracking == "mlflow" %}
+On the chief, the run's MLflow run too (mlflow_tracking.py).
+{%- endif %}
 
 The controller hands over, at their global step, the scalars of each interval
 between checkpoints (loss, learning rate, examples per second) just before the
 checkpoint that ends it is saved, and the evaluation's at each epoch end; each
 is flushed at once. So a kill loses none of a checkpoint's interval; a resumed
 run records again the steps after its checkpoint, which the killed attempt may
-have recorded too (TensorBoard shows both). An epoch's evaluation comes after
-its last checkpoint: a SIGTERM agreed at the epoch's end, or a kill during the
-evaluation, leaves that epoch without evaluation scalars (the resumed run goes
-on from the next epoch).
+have recorded too (TensorBoard shows both
+{%- if cookiecutter.tracking == "mlflow" %}, MLflow the first{% endif %}).
+An epoch's evaluation comes after its last checkpoint: a SIGTERM agreed at the
+epoch's end, or a kill during the evaluation, leaves that epoch without
+evaluation scalars (the resumed run goes on from the next epoch).
 """
 
+import os
+
 import tensorflow as tf
+{%- if cookiecutter.tracking == "mlflow" %}
+
+from {{ cookiecutter.package_name }}.mlflow_tracking import MlflowTracker, run_params
+from {{ cookiecutter.package_name }}.strategy import is_chief
+{%- endif %}
 
 
-class Tracker:
+class TensorBoardScalars:
     """Scalars by global step, written to TensorBoard event files in `log_dir`."""
 
     def __init__(self, log_dir):
@@ -28,3 +39,8 @@ class Tracker:
             for name, value in scalars.items():
                 tf.summary.scalar(name, value, step=global_step)
         self.writer.flush()
+
+    def end(self, status, summary=None):
+        """The run ended (FINISHED, KILLED or FAILED): the event file is closed."""
+        self.writer.close()
+{% include "tracking/" ~ cookiecutter.tracking ~ ".py" %}

@@ -45,7 +45,7 @@ from {{ cookiecutter.package_name }}.strategy import (
     make_every_worker,
     worker_count,
 )
-from {{ cookiecutter.package_name }}.tracking import Tracker
+from {{ cookiecutter.package_name }}.tracking import make_tracker
 from {{ cookiecutter.package_name }}.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ def build_controller(config, strategy, plan, engine, learned, model_dir):
         ),
         training_input=functools.partial(training_input, strategy, plan, config.seed),
         learning_rate=learning_rate_for(config, plan),
-        tracker=Tracker(os.path.join(write_dir, "logs")),
+        tracker=make_tracker(config, strategy, plan, model_dir, write_dir),
         watchdog=Watchdog(config.stall_timeout, STALLED_EXIT_STATUS),
         # Profiled on the chief: every worker runs the same steps.
         profile=Profile(window if is_chief(strategy) else None, os.path.join(write_dir, "logs")),

@@ -1,0 +1,399 @@
+"""The run in MLflow: one MLflow run per training run, recorded by the chief.
+
+- The run's settings, global batch, replicas, workers and data plan are its
+  params; the template's options and the TensorFlow and Keras versions its tags.
+- The scalars TensorBoard gets, at the same global steps, are its metrics, and
+  the summary's figures (`summary/...`) at the last step.
+- A resumed run (a restart, a preemption, a requeue, a rollback) continues the
+  same MLflow run: its id is kept in `<model dir>/mlflow_run.json`, written as
+  soon as the run exists and again with every checkpoint's scalars, with the
+  values not yet sent. A metric's step the MLflow run already holds is not sent
+  again, so a kill leaves no step twice and none missing.
+- A sender thread does all the talking to the server: a server that is down or
+  slow never stops or slows training. Its first failure is one warning line;
+  then it tries again every RETRY_SECONDS, and what it could not send stays in
+  `mlflow_run.json` (at most MAX_UNSENT values) for the next run of the same
+  model directory, a rerun of a finished run included.
+
+The tracking URI: --tracking-uri, else $MLFLOW_TRACKING_URI, else a SQLite file
+`mlflow.db` in the working directory (no server needed).
+"""
+
+import collections
+import dataclasses
+import importlib.metadata
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import tensorflow as tf
+from mlflow.entities import Metric, Param
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from {{ cookiecutter.package_name }} import TrainerError, first_line, write_atomically
+from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, keras
+from {{ cookiecutter.package_name }}.strategy import worker_count
+from {{ cookiecutter.package_name }}.task import METRIC_NAME
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "mlflow_run.json"
+DEFAULT_STORE = "mlflow.db"
+DEFAULT_EXPERIMENT = "{{ cookiecutter.project_slug }}"
+# The options this project was generated with.
+TEMPLATE_OPTIONS = {
+    "task": "{{ cookiecutter.task }}",
+    "training_loop": "{{ cookiecutter.training_loop }}",
+    "distribution": "{{ cookiecutter.distribution }}",
+    "keras_package": "{{ cookiecutter.keras_package }}",
+    "data_source": "{{ cookiecutter.data_source }}",
+    "mixed_precision": "{{ cookiecutter.mixed_precision }}",
+    "launcher": "{{ cookiecutter.launcher }}",
+    "tracking": "{{ cookiecutter.tracking }}",
+}
+# The summary's figures logged at the run's end, as summary/<name>.
+SUMMARY_FIGURES = (
+    "final_loss",
+    "final_metric",
+    "eval_loss",
+    "eval_metric",
+    "examples_per_second",
+    "seconds_to_first_step",
+    "global_step",
+    "recoveries",
+    "peak_learning_rate",
+)
+# A server that fails is tried again this often.
+RETRY_SECONDS = 30.0
+# The run's end waits this long at most for a server that answers to take the
+# last values (none for one that failed).
+END_WAIT_SECONDS = 30.0
+# Values kept for a server that does not answer (a few per checkpoint: months of
+# checkpoints); later ones are dropped, and counted.
+MAX_UNSENT = 20000
+# MLflow's log_batch takes at most 1000 metrics and 100 params a call.
+METRICS_PER_CALL, PARAMS_PER_CALL = 1000, 100
+# A request to the server fails at once rather than retrying for minutes (a
+# sender that waits holds the values behind it).
+HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+class TrackingError(TrainerError):
+    pass
+
+
+def tracking_uri(config):
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db."""
+    uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    return uri or "sqlite:///" + os.path.abspath(DEFAULT_STORE)
+
+
+def experiment_name(config):
+    """--experiment, else $MLFLOW_EXPERIMENT_NAME, else the project's name."""
+    return config.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+
+
+def run_params(config, strategy, plan):
+    """The MLflow params of a run: every setting, and what the run made of them."""
+    params = dict(dataclasses.asdict(config))
+    params.update(
+        replicas=strategy.num_replicas_in_sync,
+        workers=worker_count(strategy),
+        global_batch_size=plan.global_batch_size,
+        steps_per_epoch=plan.steps_per_epoch,
+        steps_per_pass=plan.shards.steps_per_pass,
+        training_files=len(plan.train.counts),
+        training_examples=sum(plan.train.counts),
+        evaluation_examples=sum(plan.evaluation.counts),
+    )
+    return {name: str(value) for name, value in params.items()}
+
+
+def run_tags():
+    """The template's options (and its commit, for a project made with cruft),
+    and the versions of TensorFlow, Keras and the project."""
+    tags = {f"template.{name}": value for name, value in TEMPLATE_OPTIONS.items()}
+    cruft = Path(__file__).resolve().parents[2] / ".cruft.json"
+    if cruft.is_file():
+        tags["template.commit"] = str(json.loads(cruft.read_text()).get("commit"))
+    tags.update(
+        tensorflow_version=tf.__version__,
+        keras_package=KERAS_PACKAGE,
+        keras_version=keras.__version__,
+    )
+    try:
+        tags["project_version"] = importlib.metadata.version("{{ cookiecutter.project_slug }}")
+    except importlib.metadata.PackageNotFoundError:
+        pass  # run from a checkout that is not installed
+    return tags
+
+
+def summary_metrics(summary):
+    """The summary's figures as {summary/<name>: value} (the task's metric by its name)."""
+    figures = {}
+    for name in SUMMARY_FIGURES:
+        value = summary.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            figures["summary/" + name.replace("metric", METRIC_NAME)] = value
+    for name, value in (summary.get("batch_norm_losses") or {}).items():
+        figures[f"summary/batch_norm_{name}"] = value
+    return figures
+
+
+def read_state(model_dir):
+    """What mlflow_run.json in `model_dir` holds ({} when there is none)."""
+    path = os.path.join(model_dir, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as handle:
+        return json.load(handle)
+
+
+class MlflowTracker:
+    """TensorBoard's scalars, and the same values sent to an MLflow run by a
+    sender thread (the module's docstring says what is kept when it cannot)."""
+
+    def __init__(self, tensorboard, config, model_dir, params):
+        for name, value in HTTP_SETTINGS.items():
+            os.environ.setdefault(name, value)
+        self.tensorboard = tensorboard
+        self.uri = tracking_uri(config)
+        self.experiment = experiment_name(config)
+        self.model_dir = model_dir
+        self.params, self.tags = params, run_tags()
+        saved = read_state(model_dir)
+        if saved and saved.get("tracking_uri") != self.uri:
+            log.info(
+                "MLflow: the run was tracked at %s, now at %s: a new MLflow run",
+                saved.get("tracking_uri"),
+                self.uri,
+            )
+            saved = {}
+        self.run_id = saved.get("run_id")
+        self.unsent = collections.deque(tuple(value) for value in saved.get("unsent", []))
+        self.dropped = 0
+        self.status = None  # how the run ended, once it has
+        self.client = None
+        self.last_steps = {}  # metric -> the last step the MLflow run holds
+        self.new_run = False  # a run this process started holds no steps yet
+        self.failing = self.warned = False
+        self.lock = threading.Lock()  # the values and the status
+        self.write_lock = threading.Lock()  # mlflow_run.json
+        self.wake = threading.Event()
+        self.wake.set()  # the MLflow run at once, and what an earlier run left unsent
+        self.sender = threading.Thread(target=self.send_loop, name="mlflow-sender", daemon=True)
+        self.sender.start()
+
+    def record(self, global_step, scalars):
+        """The scalars to TensorBoard, and queued for MLflow; mlflow_run.json
+        keeps them until they are sent (this comes just before a checkpoint)."""
+        self.tensorboard.record(global_step, scalars)
+        self.queue(global_step, scalars)
+        self.save_state()
+        self.wake.set()
+
+    def end(self, status, summary=None):
+        """The run ended: its last values (the summary's figures) and its status
+        go to MLflow, waited for at most END_WAIT_SECONDS, not at all when the
+        server has failed."""
+        self.tensorboard.end(status, summary)
+        if summary is not None:
+            self.queue(summary["global_step"], summary_metrics(summary))
+        with self.lock:
+            self.status = status
+        self.save_state()
+        self.wake.set()
+        self.sender.join(timeout=0 if self.failing else END_WAIT_SECONDS)
+        with self.lock:
+            unsent, dropped = len(self.unsent), self.dropped
+        if unsent:
+            log.info(
+                "MLflow: %d values not sent to %s yet: kept in %s, for the next run of"
+                " this model directory",
+                unsent,
+                self.uri,
+                os.path.join(self.model_dir, STATE_FILE),
+            )
+        if dropped:
+            log.info(
+                "MLflow: %d values dropped: more than %d waited to be sent", dropped, MAX_UNSENT
+            )
+
+    def queue(self, global_step, scalars):
+        timestamp = int(time.time() * 1000)
+        with self.lock:
+            for name, value in scalars.items():
+                if len(self.unsent) < MAX_UNSENT:
+                    self.unsent.append((name, float(value), int(global_step), timestamp))
+                else:
+                    self.dropped += 1
+
+    def save_state(self):
+        """mlflow_run.json: the store, the run's id and the values not sent yet."""
+        with self.lock:
+            state = {
+                "tracking_uri": self.uri,
+                "experiment": self.experiment,
+                "run_id": self.run_id,
+                "unsent": list(self.unsent),
+            }
+        with self.write_lock:
+            write_atomically(os.path.join(self.model_dir, STATE_FILE), json.dumps(state) + "\n")
+
+    def send_loop(self):
+        """The sender thread: sends what is queued when woken, and retries every
+        RETRY_SECONDS after a failure; ends with the run's status sent."""
+        while True:
+            self.wake.wait(timeout=RETRY_SECONDS if self.failing else None)
+            self.wake.clear()
+            try:
+                if self.send():
+                    return
+                self.failing = False
+            except Exception as err:  # anything the server or the client raises: training goes on
+                self.failing = True
+                if not self.warned:
+                    self.warned = True
+                    log.warning(
+                        "MLflow at %s failed (%s): training goes on, and its values are"
+                        " kept in %s and sent when the server answers",
+                        self.uri,
+                        first_line(err),
+                        os.path.join(self.model_dir, STATE_FILE),
+                    )
+                if self.status is not None:
+                    return  # the run has ended: what is left stays in mlflow_run.json
+
+    def send(self):
+        """Everything queued, in order; with the status once the run has ended.
+        True when the status is sent."""
+        client = self.connect()
+        while True:
+            with self.lock:
+                batch = list(itertools.islice(self.unsent, METRICS_PER_CALL))
+                status = self.status
+            if not batch:
+                break
+            metrics = self.new_metrics(client, batch)
+            if metrics:
+                client.log_batch(self.run_id, metrics=metrics, synchronous=True)
+            with self.lock:
+                for _ in batch:  # only this thread takes from the left
+                    self.unsent.popleft()
+        if status is None:
+            return False
+        client.set_terminated(self.run_id, status)
+        self.save_state()
+        return True
+
+    def new_metrics(self, client, batch):
+        """The values of `batch` at steps the MLflow run does not hold yet (a
+        resumed run records again the steps after its checkpoint)."""
+        metrics = []
+        for name, value, step, timestamp in batch:
+            if name not in self.last_steps:
+                history = [] if self.new_run else client.get_metric_history(self.run_id, name)
+                self.last_steps[name] = max((point.step for point in history), default=-1)
+            if step > self.last_steps[name]:
+                self.last_steps[name] = step
+                metrics.append(Metric(name, value, timestamp, step))
+        return metrics
+
+    def connect(self):
+        """The client, with the MLflow run continued or started (once)."""
+        if self.client is not None:
+            return self.client
+        client = MlflowClient(self.uri)
+        run = None
+        if self.run_id is not None:
+            try:
+                run = client.get_run(self.run_id)
+            except MlflowException as err:
+                if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+                log.info("MLflow: run %s is gone from %s: a new MLflow run", self.run_id, self.uri)
+        if run is None:
+            run = self.start_run(client)
+        else:
+            if run.info.status != "RUNNING":
+                client.update_run(self.run_id, status="RUNNING")
+            log.info("MLflow: continuing run %s at %s", self.run_id, self.uri)
+        # Params are fixed once logged: a resumed run adds the ones it lacks only
+        # (settings changed on a resume are in its log, run_settings.py).
+        params = [
+            (name, value) for name, value in self.params.items() if name not in run.data.params
+        ]
+        self.log_params(client, params)
+        self.client = client
+        return client
+
+    def start_run(self, client):
+        experiment = client.get_experiment_by_name(self.experiment)
+        if experiment is None:
+            experiment_id = client.create_experiment(self.experiment)
+        else:
+            experiment_id = experiment.experiment_id
+        name = os.path.basename(self.model_dir.rstrip("/"))
+        run = client.create_run(experiment_id, tags=self.tags, run_name=name)
+        with self.lock:
+            self.run_id = run.info.run_id
+        self.new_run = True
+        self.save_state()  # from here on, a kill resumes this MLflow run
+        log.info("MLflow: run %s in experiment %r at %s", self.run_id, self.experiment, self.uri)
+        return run
+
+    def log_params(self, client, params):
+        for start in range(0, len(params), PARAMS_PER_CALL):
+            chunk = [Param(name, value) for name, value in params[start : start + PARAMS_PER_CALL]]
+            client.log_batch(self.run_id, params=chunk, synchronous=True)
+
+
+def tracked_run(model_dir):
+    """The MLflow client and run of the training run in `model_dir`: looked up
+    before an export is written, so a registration that cannot be made leaves
+    no export behind."""
+    state = read_state(model_dir)
+    if not state.get("run_id"):
+        raise TrackingError(
+            f"{model_dir} has no MLflow run ({STATE_FILE}) - train it with this project"
+            " first, or export without --register-model"
+        )
+    client = MlflowClient(state["tracking_uri"])
+    try:
+        return client, client.get_run(state["run_id"])
+    except Exception as err:  # the server's or the client's
+        raise TrackingError(
+            f"cannot find MLflow run {state['run_id']} at {state['tracking_uri']}:"
+            f" {first_line(err)} - check that the tracking server answers, or export"
+            " without --register-model"
+        ) from None
+
+
+def register_export(client, run, export_path, model_name):
+    """The SavedModel at `export_path` logged to `run` (artifacts
+    `saved_model/<version>`) and registered as a new version of `model_name`,
+    which names the run; returns that version's number."""
+    run_id = run.info.run_id
+    path = "saved_model/" + os.path.basename(export_path.rstrip("/"))
+    try:
+        client.log_artifacts(run_id, export_path, path)
+        try:
+            client.create_registered_model(model_name)
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        created = client.create_model_version(
+            model_name, f"{run.info.artifact_uri}/{path}", run_id=run_id
+        )
+    except Exception as err:  # the server's or the client's: the user's request failed
+        raise TrackingError(
+            f"exported to {export_path}, but cannot register it as a version of"
+            f" {model_name!r} (run {run_id}): {first_line(err)} - check that the tracking"
+            " server answers, then export again with --register-model"
+        ) from None
+    return int(created.version)
