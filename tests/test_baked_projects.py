@@ -3,10 +3,11 @@
 6 combinations (the least that can: the image task meets each of 3 precisions),
 chosen so that every pair of values of the options that change the training
 code (task, loop, distribution, Keras package, data source, mixed precision) is
-trained in some project, and every launcher is baked: each
+trained in some project, and every launcher and tracking is baked: each
 project's tests check the behaviour its options give, and the pairs are where
 options meet (the image task's synchronized batch normalization on several
-workers, float16 loss scaling in the custom loop, TFRecord input on tf_keras).
+workers, float16 loss scaling in the custom loop, TFRecord input on tf_keras,
+MLflow tracking on 2 replicas and on 2 workers).
 """
 
 import itertools
@@ -19,17 +20,21 @@ from conftest import ROOT, bake
 
 import rules
 
-KEYS = rules.CODE_OPTIONS
+KEYS = (*rules.CODE_OPTIONS, "tracking")
 COMBINATIONS = [
     dict(zip(KEYS, values, strict=True))
     for values in (
         # Heaviest first, so the two test workers (make test) finish together.
-        ("image", "both", "multi_worker", "keras3", "tfrecord", "bfloat16", "slurm"),
-        ("image", "both", "multi_worker", "tf_keras", "synthetic", "float16", "kubernetes"),
-        ("image", "both", "mirrored", "keras3", "synthetic", "no", "none"),
-        ("tabular", "custom", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes"),
-        ("tabular", "fit", "mirrored", "tf_keras", "synthetic", "bfloat16", "slurm"),
-        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "float16", "none"),
+        ("image", "both", "multi_worker", "keras3", "tfrecord", "bfloat16", "slurm",
+         "tensorboard"),
+        ("image", "both", "multi_worker", "tf_keras", "synthetic", "float16", "kubernetes",
+         "tensorboard"),
+        ("image", "both", "mirrored", "keras3", "synthetic", "no", "none", "tensorboard"),
+        ("tabular", "custom", "multi_worker", "tf_keras", "tfrecord", "no", "kubernetes",
+         "mlflow"),
+        ("tabular", "fit", "mirrored", "tf_keras", "synthetic", "bfloat16", "slurm",
+         "tensorboard"),
+        ("tabular", "custom", "mirrored", "keras3", "tfrecord", "float16", "none", "mlflow"),
     )
 ]
 # The options whose pairs the matrix covers (the launcher only adds files).
@@ -54,10 +59,22 @@ def combination_id(options):
 # on several workers, the two-worker equivalence runs of test_launch.py), which
 # keeps the slow tier within its time on 2 cores.
 FULL_SUITES = (
-    "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes",
-    "tabular-fit-mirrored-tf_keras-synthetic-bfloat16-slurm",
-    "tabular-custom-mirrored-keras3-tfrecord-float16-none",
+    "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes-mlflow",
+    "tabular-fit-mirrored-tf_keras-synthetic-bfloat16-slurm-tensorboard",
+    "tabular-custom-mirrored-keras3-tfrecord-float16-none-mlflow",
 )
+# MLflow tracking: both projects train a tracked run (on 2 replicas, on 2
+# workers) and compare it with TensorBoard; the kill, server-stop and tracker
+# tests, the same code on every distribution, run in the mirrored one.
+MLFLOW_ON_ONE = {
+    "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes-mlflow": (
+        "test_mlflow_tracking.py::test_a_run_killed_mid_epoch_resumes_into_the_same_mlflow_run",
+        "test_mlflow_tracking.py::test_a_server_stopped_mid_run_costs_one_warning_and_gets_the_rest_later",
+        "test_mlflow_tracking.py::test_a_resumed_tracker_keeps_each_step_once_the_first_value",
+        "test_mlflow_tracking.py::test_an_unreachable_server_warns_once_and_keeps_the_values",
+        "test_mlflow_tracking.py::test_a_server_that_never_answers_holds_up_no_record",
+    ),
+}
 FRAMEWORK_TESTS = (
     "test_cluster.py",
     "test_config.py",
@@ -117,7 +134,8 @@ FRAMEWORK_CASES = (
 def left_out(options):
     """pytest arguments that leave tests out of this combination's run."""
     if combination_id(options) in FULL_SUITES:
-        return []
+        cases = MLFLOW_ON_ONE.get(combination_id(options), ())
+        return [f"--deselect=tests/{case}" for case in cases]
     return [
         "-m",
         "not processes and not slurm",
@@ -141,13 +159,17 @@ def trained(combinations):
 def test_slow_matrix_covers_every_value():
     assert all(rules.is_supported(c) for c in COMBINATIONS)
     assert {c["launcher"] for c in COMBINATIONS} == set(rules.CHOICES["launcher"])
+    tracked = [c for c in COMBINATIONS if c["tracking"] == "mlflow"]
+    assert {c["distribution"] for c in tracked} == set(rules.CHOICES["distribution"])
+    assert set(MLFLOW_ON_ONE) <= {combination_id(c) for c in tracked}
+    assert all(combination_id(c) in FULL_SUITES for c in tracked)  # its `processes` tests
     projects = trained(COMBINATIONS)
     for first, second in itertools.combinations(PAIRED, 2):
         for pair in itertools.product(rules.CHOICES[first], rules.CHOICES[second]):
             if "both" in pair:
                 continue  # "both" trains as fit and as custom
             assert any((p[first], p[second]) == pair for p in projects), (first, second, pair)
-    full_suites = [c for c in COMBINATIONS if not left_out(c)]
+    full_suites = [c for c in COMBINATIONS if combination_id(c) in FULL_SUITES]
     assert {combination_id(c) for c in full_suites} == set(FULL_SUITES)
     for name in ("distribution", "keras_package", "data_source", "mixed_precision", "launcher"):
         assert {c[name] for c in full_suites} == set(rules.CHOICES[name]), name
@@ -162,7 +184,7 @@ def test_slow_matrix_covers_every_value():
     assert set(FRAMEWORK_TESTS) <= tests
     # Each case left out names tests that exist (a renamed test would run again).
     template_tests = ROOT / "{{cookiecutter.project_slug}}" / "tests"
-    for case in FRAMEWORK_CASES:
+    for case in (*FRAMEWORK_CASES, *itertools.chain(*MLFLOW_ON_ONE.values())):
         name, _, test = case.partition("::")
         text = (template_tests / name).read_text(encoding="utf-8")
         assert not test or f"def {test.partition('[')[0]}(" in text, case
@@ -191,7 +213,9 @@ def test_baked_project_passes_its_own_tests(cookies, options):
     assert result.exit_code == 0, result.exception
     project = Path(result.project_path)
     install(project)
-    passes_its_own_tests(project, left_out(options))
+    output = passes_its_own_tests(project, left_out(options))
+    # A tracking server that cannot start skips its tests: here it must start.
+    assert "mlflow server did not start" not in output, output[-3000:]
 
 
 def install(project):
@@ -216,6 +240,7 @@ def passes_its_own_tests(project, pytest_arguments):
     )
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout.splitlines()[-1]
+    return tests.stdout
 
 
 # The framework does not depend on the sample task: a project whose task.py is
@@ -237,6 +262,7 @@ SECOND_TASK = {
     "data_source": "tfrecord",
     "mixed_precision": "float16",
     "launcher": "none",
+    "tracking": "tensorboard",
 }
 EXAMPLES = {
     "token_task.py": SECOND_TASK,

@@ -233,6 +233,25 @@ def test_tf_keras_bake_depends_on_tf_keras_and_selects_it(cookies):
     assert "\nimport tf_keras as keras" in sources["compat.py"]
 
 
+def test_only_mlflow_bakes_depend_on_mlflow_and_import_it(cookies):
+    for tracking in rules.CHOICES["tracking"]:
+        project = Path(bake(cookies, tracking=tracking).project_path)
+        pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+        dependencies = pyproject["project"]["dependencies"]
+        importing = sorted(
+            path.name
+            for path in project.rglob("*.py")
+            if re.search(r"^\s*(import|from) mlflow\b", path.read_text(), re.MULTILINE)
+        )
+        if tracking == "mlflow":
+            assert "mlflow>=3.17,<4" in dependencies
+            assert importing == ["mlflow_tracking.py", "test_mlflow_tracking.py"]
+        else:
+            assert not [name for name in dependencies if name.startswith("mlflow")]
+            assert importing == []
+            assert "mlflow" not in (project / "README.md").read_text().lower()
+
+
 @pytest.mark.parametrize("batch", ["1", "64", "65536"])
 def test_batch_size_lands_in_the_code(cookies, batch):
     project = Path(bake(cookies, per_replica_batch_size=batch).project_path)
