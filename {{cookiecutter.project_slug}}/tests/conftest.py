@@ -68,6 +68,19 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
+{%- if cookiecutter.tracking == "mlflow" %}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def mlflow_store(tmp_path_factory):
+    """The runs tests train are recorded in a SQLite store of the session's own,
+    not in mlflow.db in the working directory (the tests of a server start one)."""
+    store = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+        yield store
+{%- endif %}
+
 
 @pytest.fixture
 def two_replicas():

@@ -335,6 +335,17 @@ def tracker(model_dir, uri, experiment):
     return MlflowTracker(TensorBoardScalars(str(model_dir / "logs")), config, str(model_dir), {})
 
 
+def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(tmp_path)
+    local = tracker(tmp_path, None, "local")
+    local.record(5, {"loss": 0.5})
+    local.end("FINISHED")
+    client, run = the_run(f"sqlite:///{tmp_path / 'mlflow.db'}", "local")
+    assert run.info.status == "FINISHED"
+    assert history(client, run, "loss") == [(5, 0.5)]
+
+
 def test_a_resumed_tracker_keeps_each_step_once_the_first_value(server, tmp_path):
     first = tracker(tmp_path, server.uri, "steps")
     for step in (2, 4, 6):

@@ -484,6 +484,9 @@ def test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it(
         "checkpoints",
         "final.weights.h5",
         "logs",
+{%- if cookiecutter.tracking == "mlflow" %}
+        "mlflow_run.json",
+{%- endif %}
         "model.keras",
         "settings.json",
         "statistics.json",
