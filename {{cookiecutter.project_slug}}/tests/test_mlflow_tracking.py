@@ -60,8 +60,12 @@ class Server:
         ]
         # fmt: on
         log = (self.root / "server.log").open("a")
+        # Without its job runner (5 more processes that tracking does not use).
+        environment = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
         # A session of its own: the server's workers are stopped with it.
-        self.process = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=log, env=environment, start_new_session=True
+        )
         deadline = time.monotonic() + SERVER_START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
