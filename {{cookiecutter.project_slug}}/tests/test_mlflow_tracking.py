@@ -21,8 +21,13 @@ from conftest import read_json, run_cli, scalars
 from mlflow.tracking import MlflowClient
 
 from {{ cookiecutter.package_name }} import mlflow_tracking
-from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.mlflow_tracking import STATE_FILE, MlflowTracker, read_state
+from {{ cookiecutter.package_name }}.config import ConfigError, TrainConfig
+from {{ cookiecutter.package_name }}.mlflow_tracking import (
+    STATE_FILE,
+    MlflowTracker,
+    TrackingError,
+    read_state,
+)
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 from {{ cookiecutter.package_name }}.tracking import TensorBoardScalars
 
@@ -348,6 +353,21 @@ def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, m
     client, run = the_run(f"sqlite:///{tmp_path / 'mlflow.db'}", "local")
     assert run.info.status == "FINISHED"
     assert history(client, run, "loss") == [(5, 0.5)]
+
+
+@pytest.mark.parametrize("uri", ["mlflow.internal:5000", "./mlruns", "ftp://host"])
+def test_a_tracking_uri_mlflow_does_not_take_is_refused_in_one_line(uri):
+    with pytest.raises(ConfigError) as refused:
+        TrainConfig(tracking_uri=uri)
+    assert str(refused.value).startswith(f"tracking_uri={uri!r} is not an MLflow tracking URI")
+
+
+def test_a_damaged_state_file_is_refused_in_one_line(tmp_path):
+    (tmp_path / STATE_FILE).write_text('{"run_id": ')
+    with pytest.raises(TrackingError) as refused:
+        read_state(str(tmp_path))
+    assert str(refused.value).startswith(f"{tmp_path / STATE_FILE} is not valid JSON (")
+    assert str(refused.value).endswith("- delete it: the run then starts a new MLflow run")
 
 
 def test_a_resumed_tracker_keeps_each_step_once_the_first_value(server, tmp_path):

@@ -245,6 +245,15 @@ class TrainConfig:
                     f"{name}={getattr(self, name)} is out of range - use a value from 0 to"
                     " below 1, such as 0.9 for momentum or 0.01 for weight decay"
                 )
+{%- if cookiecutter.tracking == "mlflow" %}
+        scheme = (self.tracking_uri or "").partition("://")[0]
+        if self.tracking_uri and scheme not in TRACKING_SCHEMES:
+            raise ConfigError(
+                f"tracking_uri={self.tracking_uri!r} is not an MLflow tracking URI - use"
+                " http://HOST:PORT (or https://) for a tracking server, or"
+                " sqlite:///PATH/mlflow.db for a local store"
+            )
+{%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
         if self.jit_compile and self.loop == "fit":
             raise ConfigError(
@@ -257,6 +266,10 @@ class TrainConfig:
 
 # TensorFlow's seeds are below 2**31 - 1, and seed 0 uses 2**31 - 2 (training.py).
 MAX_SEED = 2**31 - 3
+{%- if cookiecutter.tracking == "mlflow" %}
+# The stores MLflow's tracking client takes (a plain file store is refused by MLflow 3.13+).
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
+{%- endif %}
 # How each type is written in the config file, for the wrong-type message.
 TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}
 # Settings from 0 to below 1.

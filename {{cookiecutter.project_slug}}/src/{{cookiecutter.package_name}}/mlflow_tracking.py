@@ -151,7 +151,13 @@ def read_state(model_dir):
     if not tf.io.gfile.exists(path):
         return {}
     with tf.io.gfile.GFile(path) as handle:
-        return json.load(handle)
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as err:
+            raise TrackingError(
+                f"{path} is not valid JSON ({err}) - delete it: the run then starts a new"
+                " MLflow run"
+            ) from None
 
 
 class MlflowTracker:
