@@ -160,6 +160,9 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
             assert sorted(path.name for path in model_dir.iterdir()) == [
                 "checkpoints",
                 "logs",
+{%- if cookiecutter.tracking == "mlflow" %}
+                "mlflow_run.json",
+{%- endif %}
                 "settings.json",
                 "statistics.json",
                 "worker-1.log",
@@ -180,6 +183,9 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
         "checkpoints",
         "final.weights.h5",
         "logs",
+{%- if cookiecutter.tracking == "mlflow" %}
+        "mlflow_run.json",
+{%- endif %}
         "model.keras",
         "settings.json",
         "statistics.json",
