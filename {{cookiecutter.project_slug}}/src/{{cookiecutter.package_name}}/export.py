@@ -19,9 +19,6 @@ from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remo
 from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
 {%- endif %}
 from {{ cookiecutter.package_name }}.compat import save_for_serving
-{%- if cookiecutter.tracking == "mlflow" %}
-from {{ cookiecutter.package_name }}.mlflow_tracking import register_export, tracked_run
-{%- endif %}
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
@@ -129,8 +126,14 @@ def export(model_dir, export_dir=None{% if cookiecutter.tracking == "mlflow" %},
     export_dir = export_dir or os.path.join(model_dir, "export")
     model = trained_model(model_dir)
 {%- if cookiecutter.tracking == "mlflow" %}
-    # Looked up first: a registration that cannot be made leaves no export.
-    tracked = tracked_run(model_dir) if register_model else None
+    tracked = None
+    if register_model:
+        # Here, not above: importing MLflow takes seconds, which an export that
+        # registers nothing should not pay.
+        from {{ cookiecutter.package_name }}.mlflow_tracking import register_export, tracked_run
+
+        # Looked up first: a registration that cannot be made leaves no export.
+        tracked = tracked_run(model_dir)
 {%- endif %}
     version = next_version(export_dir)
     path = os.path.join(export_dir, str(version))

@@ -21,7 +21,6 @@ import os
 import tensorflow as tf
 {%- if cookiecutter.tracking == "mlflow" %}
 
-from {{ cookiecutter.package_name }}.mlflow_tracking import MlflowTracker, run_params
 from {{ cookiecutter.package_name }}.strategy import is_chief
 {%- endif %}
 
