@@ -72,7 +72,9 @@ MLFLOW_ON_ONE = {
         "test_mlflow_tracking.py::test_a_server_stopped_mid_run_costs_one_warning_and_gets_the_rest_later",
         "test_mlflow_tracking.py::test_a_resumed_tracker_keeps_each_step_once_the_first_value",
         "test_mlflow_tracking.py::test_an_unreachable_server_warns_once_and_keeps_the_values",
-        "test_mlflow_tracking.py::test_a_server_that_never_answers_holds_up_no_record",
+        "test_mlflow_tracking.py::test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption",
+        "test_mlflow_tracking.py::test_values_a_server_missed_while_down_are_sent_when_it_answers_again",
+        "test_mlflow_tracking.py::test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was",
     ),
 }
 FRAMEWORK_TESTS = (

@@ -360,6 +360,7 @@ def test_a_tracking_uri_mlflow_does_not_take_is_refused_in_one_line(uri):
     with pytest.raises(ConfigError) as refused:
         TrainConfig(tracking_uri=uri)
     assert str(refused.value).startswith(f"tracking_uri={uri!r} is not an MLflow tracking URI")
+    assert TrainConfig(tracking_uri="postgresql+psycopg2://db/mlflow").tracking_uri
 
 
 def test_a_damaged_state_file_is_refused_in_one_line(tmp_path):
@@ -408,9 +409,9 @@ def test_an_unreachable_server_warns_once_and_keeps_the_values(tmp_path, caplog,
     assert "MLflow: 2 values dropped: more than 4 waited to be sent" in caplog.text
 
 
-def test_a_server_that_never_answers_holds_up_no_record(tmp_path, monkeypatch):
+def test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")  # each request waits 60 s
-    monkeypatch.setattr(mlflow_tracking, "END_WAIT_SECONDS", 1.0)
+    monkeypatch.setattr(mlflow_tracking, "END_WAIT_SECONDS", 600.0)
     with socket.socket() as silent:  # takes connections (its backlog), never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
@@ -420,6 +421,64 @@ def test_a_server_that_never_answers_holds_up_no_record(tmp_path, monkeypatch):
             started = time.monotonic()
             slow.record(step, {"loss": 1.0})
             took.append(time.monotonic() - started)
-        slow.end("FINISHED")
-    assert max(took) < 30, f"a record waited for the server: {took}"
+        started = time.monotonic()
+        slow.end("KILLED")  # a SIGTERM's grace period is short
+        took.append(time.monotonic() - started)
+    assert max(took) < 30, f"waited for the server: {took}"
     assert len(read_state(str(tmp_path))["unsent"]) == 3
+
+
+def test_values_a_server_missed_while_down_are_sent_when_it_answers_again(
+    server, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    down = threading.Event()
+    log_batch = MlflowClient.log_batch
+
+    def failing_while_down(self, *args, **kwargs):
+        if down.is_set():
+            raise ConnectionError("the server is down")
+        return log_batch(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", failing_while_down)
+    outage = tracker(tmp_path, server.uri, "outage")
+    outage.record(2, {"loss": 2.0})
+    down.set()
+    for step in (4, 6, 8):
+        outage.record(step, {"loss": float(step)})
+    time.sleep(1)  # the sender fails and waits to retry
+    down.clear()
+    outage.record(10, {"loss": 10.0})
+    outage.end("FINISHED")  # no wait: the server failed lately
+    outage.sender.join(timeout=60)  # the sender goes on, while the process lives
+    client, run = the_run(server.uri, "outage")
+    assert history(client, run, "loss") == [(2, 2.0), (4, 4.0), (6, 6.0), (8, 8.0), (10, 10.0)]
+    assert run.info.status == "FINISHED"
+    assert read_state(str(tmp_path))["unsent"] == []
+
+
+def test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was(server, tmp_path):
+    first = tracker(tmp_path, server.uri, "untouched")
+    first.record(2, {"loss": 2.0})
+    first.end("FINISHED")
+    # A rerun refused on resume (another learning rate, say) ends before any step.
+    tracker(tmp_path, server.uri, "untouched").end("FAILED")
+    _, run = the_run(server.uri, "untouched")
+    assert run.info.status == "FINISHED"
+
+
+def test_credentials_in_the_tracking_uri_are_not_shown(monkeypatch):
+    assert mlflow_tracking.without_password("https://me:token@mlflow.internal/x") == (
+        "https://***@mlflow.internal/x"
+    )
+    assert mlflow_tracking.without_password("sqlite:////data/mlflow.db") == (
+        "sqlite:////data/mlflow.db"
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "mlflow.internal:5000")
+    with pytest.raises(TrackingError, match=r"^MLFLOW_TRACKING_URI='mlflow.internal:5000' is not"):
+        mlflow_tracking.tracking_uri(TrainConfig())
+
+
+def test_registering_an_export_to_a_url_is_refused_before_it_is_written(tmp_path):
+    with pytest.raises(TrackingError, match=r"^--register-model uploads the export from local"):
+        mlflow_tracking.tracked_run(str(tmp_path), "gs://bucket/exports")

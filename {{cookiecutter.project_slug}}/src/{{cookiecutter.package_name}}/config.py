@@ -246,13 +246,8 @@ class TrainConfig:
                     " below 1, such as 0.9 for momentum or 0.01 for weight decay"
                 )
 {%- if cookiecutter.tracking == "mlflow" %}
-        scheme = (self.tracking_uri or "").partition("://")[0]
-        if self.tracking_uri and scheme not in TRACKING_SCHEMES:
-            raise ConfigError(
-                f"tracking_uri={self.tracking_uri!r} is not an MLflow tracking URI - use"
-                " http://HOST:PORT (or https://) for a tracking server, or"
-                " sqlite:///PATH/mlflow.db for a local store"
-            )
+        if self.tracking_uri and not is_tracking_uri(self.tracking_uri):
+            raise ConfigError(bad_tracking_uri("tracking_uri", self.tracking_uri))
 {%- endif %}
 {%- if cookiecutter.training_loop == "both" %}
         if self.jit_compile and self.loop == "fit":
@@ -287,6 +282,22 @@ POSITIVE_FIELDS = (
     "cpu_replicas",
 {%- endif %}
 )
+{%- if cookiecutter.tracking == "mlflow" %}
+
+
+def is_tracking_uri(uri):
+    """Whether MLflow's tracking client takes `uri` (its scheme, less a driver:
+    postgresql+psycopg2:// is postgresql)."""
+    scheme, separator, _ = uri.partition("://")
+    return bool(separator) and scheme.partition("+")[0] in TRACKING_SCHEMES
+
+
+def bad_tracking_uri(name, uri):
+    return (
+        f"{name}={uri!r} is not an MLflow tracking URI - use http://HOST:PORT (or"
+        " https://) for a tracking server, or sqlite:///PATH/mlflow.db for a local store"
+    )
+{%- endif %}
 
 
 def profile_window(text):

@@ -133,7 +133,7 @@ def export(model_dir, export_dir=None{% if cookiecutter.tracking == "mlflow" %},
         from {{ cookiecutter.package_name }}.mlflow_tracking import register_export, tracked_run
 
         # Looked up first: a registration that cannot be made leaves no export.
-        tracked = tracked_run(model_dir)
+        tracked = tracked_run(model_dir, export_dir)
 {%- endif %}
     version = next_version(export_dir)
     path = os.path.join(export_dir, str(version))

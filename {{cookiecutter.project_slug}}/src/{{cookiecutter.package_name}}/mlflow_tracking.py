@@ -36,7 +36,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from {{ cookiecutter.package_name }} import TrainerError, first_line, write_atomically
+from {{ cookiecutter.package_name }}.checkpointing import is_remote
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE, keras
+from {{ cookiecutter.package_name }}.config import bad_tracking_uri, is_tracking_uri
 from {{ cookiecutter.package_name }}.strategy import worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
@@ -70,9 +72,12 @@ SUMMARY_FIGURES = (
 )
 # A server that fails is tried again this often.
 RETRY_SECONDS = 30.0
-# The run's end waits this long at most for a server that answers to take the
-# last values (none for one that failed).
+# A finished run waits this long at most for a server that answers to take the
+# last values; a preempted or failed one this long (a preemption's grace period
+# is short): what is not sent by then stays in mlflow_run.json. None for a
+# server that has failed.
 END_WAIT_SECONDS = 30.0
+STOP_WAIT_SECONDS = 2.0
 # Values kept for a server that does not answer (a few per checkpoint: months of
 # checkpoints); later ones are dropped, and counted.
 MAX_UNSENT = 20000
@@ -90,7 +95,18 @@ class TrackingError(TrainerError):
 def tracking_uri(config):
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else sqlite:///<cwd>/mlflow.db."""
     uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri and not is_tracking_uri(uri):
+        raise TrackingError(bad_tracking_uri("MLFLOW_TRACKING_URI", uri))
     return uri or "sqlite:///" + os.path.abspath(DEFAULT_STORE)
+
+
+def without_password(uri):
+    """`uri` as logs and params show it: no user:password@ in it."""
+    scheme, separator, rest = uri.partition("://")
+    host, at, path = rest.partition("@")
+    if not separator or not at or "/" in host:
+        return uri
+    return f"{scheme}://***@{path}"
 
 
 def experiment_name(config):
@@ -101,6 +117,8 @@ def experiment_name(config):
 def run_params(config, strategy, plan):
     """The MLflow params of a run: every setting, and what the run made of them."""
     params = dict(dataclasses.asdict(config))
+    if config.tracking_uri:
+        params["tracking_uri"] = without_password(config.tracking_uri)
     params.update(
         replicas=strategy.num_replicas_in_sync,
         workers=worker_count(strategy),
@@ -169,6 +187,7 @@ class MlflowTracker:
             os.environ.setdefault(name, value)
         self.tensorboard = tensorboard
         self.uri = tracking_uri(config)
+        self.shown_uri = without_password(self.uri)
         self.experiment = experiment_name(config)
         self.model_dir = model_dir
         self.params, self.tags = params, run_tags()
@@ -176,8 +195,8 @@ class MlflowTracker:
         if saved and saved.get("tracking_uri") != self.uri:
             log.info(
                 "MLflow: the run was tracked at %s, now at %s: a new MLflow run",
-                saved.get("tracking_uri"),
-                self.uri,
+                without_password(str(saved.get("tracking_uri"))),
+                self.shown_uri,
             )
             saved = {}
         self.run_id = saved.get("run_id")
@@ -188,10 +207,12 @@ class MlflowTracker:
         self.last_steps = {}  # metric -> the last step the MLflow run holds
         self.new_run = False  # a run this process started holds no steps yet
         self.failing = self.warned = False
+        self.recorded = False  # whether this process has recorded (so trained)
         self.lock = threading.Lock()  # the values and the status
         self.write_lock = threading.Lock()  # mlflow_run.json
+        # The sender waits for the first values: a run refused on resume (another
+        # learning rate, say) leaves its MLflow run as it was.
         self.wake = threading.Event()
-        self.wake.set()  # the MLflow run at once, and what an earlier run left unsent
         self.sender = threading.Thread(target=self.send_loop, name="mlflow-sender", daemon=True)
         self.sender.start()
 
@@ -199,6 +220,7 @@ class MlflowTracker:
         """The scalars to TensorBoard, and queued for MLflow; mlflow_run.json
         keeps them until they are sent (this comes just before a checkpoint)."""
         self.tensorboard.record(global_step, scalars)
+        self.recorded = True
         self.queue(global_step, scalars)
         self.save_state()
         self.wake.set()
@@ -208,13 +230,16 @@ class MlflowTracker:
         go to MLflow, waited for at most END_WAIT_SECONDS, not at all when the
         server has failed."""
         self.tensorboard.end(status, summary)
+        if not self.recorded and summary is None:
+            return  # stopped before training (a refused resume): the MLflow run is untouched
         if summary is not None:
             self.queue(summary["global_step"], summary_metrics(summary))
         with self.lock:
             self.status = status
         self.save_state()
         self.wake.set()
-        self.sender.join(timeout=0 if self.failing else END_WAIT_SECONDS)
+        if not self.failing:
+            self.sender.join(END_WAIT_SECONDS if status == "FINISHED" else STOP_WAIT_SECONDS)
         with self.lock:
             unsent, dropped = len(self.unsent), self.dropped
         if unsent:
@@ -222,7 +247,7 @@ class MlflowTracker:
                 "MLflow: %d values not sent to %s yet: kept in %s, for the next run of"
                 " this model directory",
                 unsent,
-                self.uri,
+                self.shown_uri,
                 os.path.join(self.model_dir, STATE_FILE),
             )
         if dropped:
@@ -240,16 +265,22 @@ class MlflowTracker:
                     self.dropped += 1
 
     def save_state(self):
-        """mlflow_run.json: the store, the run's id and the values not sent yet."""
-        with self.lock:
-            state = {
-                "tracking_uri": self.uri,
-                "experiment": self.experiment,
-                "run_id": self.run_id,
-                "unsent": list(self.unsent),
-            }
+        """mlflow_run.json: the store, the run's id and the values not sent yet.
+        A write that fails is a warning: tracking never stops training."""
+        # The snapshot under the write's lock: an older one never overwrites a newer.
         with self.write_lock:
-            write_atomically(os.path.join(self.model_dir, STATE_FILE), json.dumps(state) + "\n")
+            with self.lock:
+                state = {
+                    "tracking_uri": self.uri,
+                    "experiment": self.experiment,
+                    "run_id": self.run_id,
+                    "unsent": list(self.unsent),
+                }
+            path = os.path.join(self.model_dir, STATE_FILE)
+            try:
+                write_atomically(path, json.dumps(state) + "\n")
+            except tf.errors.OpError as err:
+                self.warn_once(f"cannot write {path} ({first_line(err.message)})")
 
     def send_loop(self):
         """The sender thread: sends what is queued when woken, and retries every
@@ -262,18 +293,28 @@ class MlflowTracker:
                     return
                 self.failing = False
             except Exception as err:  # anything the server or the client raises: training goes on
+                self.forget_positions()
+                self.warn_once(f"failed ({first_line(err)})")
                 self.failing = True
-                if not self.warned:
-                    self.warned = True
-                    log.warning(
-                        "MLflow at %s failed (%s): training goes on, and its values are"
-                        " kept in %s and sent when the server answers",
-                        self.uri,
-                        first_line(err),
-                        os.path.join(self.model_dir, STATE_FILE),
-                    )
                 if self.status is not None:
                     return  # the run has ended: what is left stays in mlflow_run.json
+
+    def warn_once(self, what):
+        if not self.warned:
+            self.warned = True
+            log.warning(
+                "MLflow at %s %s: training goes on, and its values are kept in %s and sent"
+                " when the server answers",
+                self.shown_uri,
+                what,
+                os.path.join(self.model_dir, STATE_FILE),
+            )
+
+    def forget_positions(self):
+        """After a failure: a batch may have been stored though its answer was
+        lost, so the steps the run holds are asked again."""
+        self.last_steps = {}
+        self.new_run = False
 
     def send(self):
         """Everything queued, in order; with the status once the run has ended.
@@ -285,9 +326,10 @@ class MlflowTracker:
                 status = self.status
             if not batch:
                 break
-            metrics = self.new_metrics(client, batch)
+            metrics, positions = self.new_metrics(client, batch)
             if metrics:
                 client.log_batch(self.run_id, metrics=metrics, synchronous=True)
+            self.last_steps.update(positions)  # only once the server holds them
             with self.lock:
                 for _ in batch:  # only this thread takes from the left
                     self.unsent.popleft()
@@ -300,15 +342,15 @@ class MlflowTracker:
     def new_metrics(self, client, batch):
         """The values of `batch` at steps the MLflow run does not hold yet (a
         resumed run records again the steps after its checkpoint)."""
-        metrics = []
+        metrics, positions = [], {}
         for name, value, step, timestamp in batch:
             if name not in self.last_steps:
                 history = [] if self.new_run else client.get_metric_history(self.run_id, name)
                 self.last_steps[name] = max((point.step for point in history), default=-1)
-            if step > self.last_steps[name]:
-                self.last_steps[name] = step
+            if step > positions.get(name, self.last_steps[name]):
+                positions[name] = step
                 metrics.append(Metric(name, value, timestamp, step))
-        return metrics
+        return metrics, positions
 
     def connect(self):
         """The client, with the MLflow run continued or started (once)."""
@@ -322,13 +364,15 @@ class MlflowTracker:
             except MlflowException as err:
                 if err.error_code != "RESOURCE_DOES_NOT_EXIST":
                     raise
-                log.info("MLflow: run %s is gone from %s: a new MLflow run", self.run_id, self.uri)
+                log.info(
+                    "MLflow: run %s is gone from %s: a new MLflow run", self.run_id, self.shown_uri
+                )
         if run is None:
             run = self.start_run(client)
         else:
             if run.info.status != "RUNNING":
                 client.update_run(self.run_id, status="RUNNING")
-            log.info("MLflow: continuing run %s at %s", self.run_id, self.uri)
+            log.info("MLflow: continuing run %s at %s", self.run_id, self.shown_uri)
         # Params are fixed once logged: a resumed run adds the ones it lacks only
         # (settings changed on a resume are in its log, run_settings.py).
         params = [
@@ -350,7 +394,9 @@ class MlflowTracker:
             self.run_id = run.info.run_id
         self.new_run = True
         self.save_state()  # from here on, a kill resumes this MLflow run
-        log.info("MLflow: run %s in experiment %r at %s", self.run_id, self.experiment, self.uri)
+        log.info(
+            "MLflow: run %s in experiment %r at %s", self.run_id, self.experiment, self.shown_uri
+        )
         return run
 
     def log_params(self, client, params):
@@ -359,10 +405,15 @@ class MlflowTracker:
             client.log_batch(self.run_id, params=chunk, synchronous=True)
 
 
-def tracked_run(model_dir):
+def tracked_run(model_dir, export_dir):
     """The MLflow client and run of the training run in `model_dir`: looked up
-    before an export is written, so a registration that cannot be made leaves
-    no export behind."""
+    before an export is written to `export_dir`, so a registration that cannot
+    be made leaves no export behind."""
+    if is_remote(export_dir):
+        raise TrackingError(
+            f"--register-model uploads the export from local files, and {export_dir} is a"
+            " URL - pass a local --export-dir to export and register"
+        )
     state = read_state(model_dir)
     if not state.get("run_id"):
         raise TrackingError(
