@@ -190,6 +190,7 @@ class MlflowTracker:
         self.shown_uri = without_password(self.uri)
         self.experiment = experiment_name(config)
         self.model_dir = model_dir
+        self.state_path = os.path.join(model_dir, STATE_FILE)
         self.params, self.tags = params, run_tags()
         saved = read_state(model_dir)
         if saved and saved.get("tracking_uri") != self.uri:
@@ -248,7 +249,7 @@ class MlflowTracker:
                 " this model directory",
                 unsent,
                 self.shown_uri,
-                os.path.join(self.model_dir, STATE_FILE),
+                self.state_path,
             )
         if dropped:
             log.info(
@@ -276,11 +277,10 @@ class MlflowTracker:
                     "run_id": self.run_id,
                     "unsent": list(self.unsent),
                 }
-            path = os.path.join(self.model_dir, STATE_FILE)
             try:
-                write_atomically(path, json.dumps(state) + "\n")
+                write_atomically(self.state_path, json.dumps(state) + "\n")
             except tf.errors.OpError as err:
-                self.warn_once(f"cannot write {path} ({first_line(err.message)})")
+                self.warn_once(f"cannot write {self.state_path} ({first_line(err.message)})")
 
     def send_loop(self):
         """The sender thread: sends what is queued when woken, and retries every
@@ -307,7 +307,7 @@ class MlflowTracker:
                 " when the server answers",
                 self.shown_uri,
                 what,
-                os.path.join(self.model_dir, STATE_FILE),
+                self.state_path,
             )
 
     def forget_positions(self):
