@@ -4,7 +4,9 @@ import json
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
+from cookiecutter.environment import StrictEnvironment
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "hooks"))
@@ -20,6 +22,35 @@ DEFAULTS = {
 
 
 code_combinations = rules.code_combinations
+
+
+class CompiledTemplates(jinja2.BytecodeCache):
+    """Jinja's compiled templates, kept in memory for the test process: each
+    bake makes a new environment, and compiling the template's files again is
+    most of a bake's time (checked against each file's source, so an edit is
+    compiled afresh)."""
+
+    def __init__(self):
+        self.compiled = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.compiled:
+            bucket.bytecode_from_string(self.compiled[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = bucket.bytecode_to_string()
+
+
+COMPILED_TEMPLATES = CompiledTemplates()
+_new_environment = StrictEnvironment.__init__
+
+
+def _environment_with_compiled_templates(self, **kwargs):
+    _new_environment(self, **kwargs)
+    self.bytecode_cache = COMPILED_TEMPLATES
+
+
+StrictEnvironment.__init__ = _environment_with_compiled_templates
 
 
 def combination_id(options):
