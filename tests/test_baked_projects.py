@@ -63,20 +63,29 @@ FULL_SUITES = (
     "tabular-fit-mirrored-tf_keras-synthetic-bfloat16-slurm-tensorboard",
     "tabular-custom-mirrored-keras3-tfrecord-float16-none-mlflow",
 )
-# MLflow tracking: both projects train a tracked run (on 2 replicas, on 2
-# workers) and compare it with TensorBoard; the kill, server-stop and tracker
-# tests, the same code on every distribution, run in the mirrored one.
-MLFLOW_ON_ONE = {
-    "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes-mlflow": (
-        "test_mlflow_tracking.py::test_a_run_killed_mid_epoch_resumes_into_the_same_mlflow_run",
-        "test_mlflow_tracking.py::test_a_server_stopped_mid_run_costs_one_warning_and_gets_the_rest_later",
-        "test_mlflow_tracking.py::test_a_resumed_tracker_keeps_each_step_once_the_first_value",
-        "test_mlflow_tracking.py::test_an_unreachable_server_warns_once_and_keeps_the_values",
-        "test_mlflow_tracking.py::test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption",
-        "test_mlflow_tracking.py::test_values_a_server_missed_while_down_are_sent_when_it_answers_again",
-        "test_mlflow_tracking.py::test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was",
-    ),
-}
+# The multi-worker suite, the heaviest, leaves to the mirrored full suites what
+# is the same code on every distribution: MLflow's kill, server-stop, tracker
+# and registration tests (it keeps its tracked run on 2 workers, compared with
+# TensorBoard), and import-csv (its own 2-worker runs read TFRecord shards). Its
+# one-process kill, SIGTERM and stall runs are what its 2-worker runs in
+# test_launch.py do to a whole cluster (a kill, a SIGTERM, a stopped worker),
+# each resumed exactly.
+MULTI_WORKER_SUITE = "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes-mlflow"
+LEFT_TO_THE_MIRRORED_SUITES = (
+    "test_mlflow_tracking.py::test_a_run_killed_mid_epoch_resumes_into_the_same_mlflow_run",
+    "test_mlflow_tracking.py::test_a_server_stopped_mid_run_costs_one_warning_and_gets_the_rest_later",
+    "test_mlflow_tracking.py::test_a_resumed_tracker_keeps_each_step_once_the_first_value",
+    "test_mlflow_tracking.py::test_an_unreachable_server_warns_once_and_keeps_the_values",
+    "test_mlflow_tracking.py::test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption",
+    "test_mlflow_tracking.py::test_values_a_server_missed_while_down_are_sent_when_it_answers_again",
+    "test_mlflow_tracking.py::test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was",
+    "test_mlflow_tracking.py::test_export_registers_a_model_version_that_names_its_run",
+    "test_mlflow_tracking.py::test_export_refuses_a_registration_it_cannot_make_before_writing",
+    "test_importing.py",
+    "test_resume.py::test_runs_killed_mid_epoch_resume_to_the_uninterrupted_result",
+    "test_resume.py::test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly",
+    "test_resume.py::test_a_stalled_run_exits_142_saying_where_and_the_rerun_resumes_exactly",
+)
 FRAMEWORK_TESTS = (
     "test_cluster.py",
     "test_config.py",
@@ -114,6 +123,11 @@ FRAMEWORK_CASES = (
     "test_custom_loop.py::test_xla_compiled_step_trains_like_the_plain_step",
     "test_statistics.py::test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs",
     "test_statistics.py::test_statistics_that_are_not_finite_are_refused_in_one_line",
+    # import-csv's own machinery (its command line, its conversion processes);
+    # the examples keep what their labels meet: their rows in the shards, their
+    # bad rows and headers refused, their CSV through import-csv to train.
+    "test_importing.py::test_the_import_csv_command_writes_and_refuses_in_one_line",
+    "test_importing.py::test_the_first_failure_stops_the_conversion_and_leaves_no_shard",
     # The engines' step loop, the checkpoint manager's fallback and the export's
     # refusals do not depend on the task: the image projects keep the custom
     # loop's exact resume from an older checkpoint.
@@ -136,8 +150,9 @@ FRAMEWORK_CASES = (
 def left_out(options):
     """pytest arguments that leave tests out of this combination's run."""
     if combination_id(options) in FULL_SUITES:
-        cases = MLFLOW_ON_ONE.get(combination_id(options), ())
-        return [f"--deselect=tests/{case}" for case in cases]
+        if combination_id(options) != MULTI_WORKER_SUITE:
+            return []
+        return [f"--deselect=tests/{case}" for case in LEFT_TO_THE_MIRRORED_SUITES]
     return [
         "-m",
         "not processes and not slurm",
@@ -163,7 +178,11 @@ def test_slow_matrix_covers_every_value():
     assert {c["launcher"] for c in COMBINATIONS} == set(rules.CHOICES["launcher"])
     tracked = [c for c in COMBINATIONS if c["tracking"] == "mlflow"]
     assert {c["distribution"] for c in tracked} == set(rules.CHOICES["distribution"])
-    assert set(MLFLOW_ON_ONE) <= {combination_id(c) for c in tracked}
+    mirrored_suites = [c for c in COMBINATIONS if combination_id(c) in FULL_SUITES
+                       and c["distribution"] == "mirrored"]
+    assert {c["tracking"] for c in mirrored_suites} >= {"mlflow"}
+    assert {c["data_source"] for c in mirrored_suites} >= {"tfrecord"}  # test_importing.py
+    assert {c["training_loop"] for c in mirrored_suites} >= {"custom"}
     assert all(combination_id(c) in FULL_SUITES for c in tracked)  # its `processes` tests
     projects = trained(COMBINATIONS)
     for first, second in itertools.combinations(PAIRED, 2):
@@ -186,7 +205,7 @@ def test_slow_matrix_covers_every_value():
     assert set(FRAMEWORK_TESTS) <= tests
     # Each case left out names tests that exist (a renamed test would run again).
     template_tests = ROOT / "{{cookiecutter.project_slug}}" / "tests"
-    for case in (*FRAMEWORK_CASES, *itertools.chain(*MLFLOW_ON_ONE.values())):
+    for case in (*FRAMEWORK_CASES, *LEFT_TO_THE_MIRRORED_SUITES):
         name, _, test = case.partition("::")
         text = (template_tests / name).read_text(encoding="utf-8")
         assert not test or f"def {test.partition('[')[0]}(" in text, case
@@ -267,6 +286,15 @@ SECOND_TASK = {
     "tracking": "tensorboard",
 }
 EXAMPLES = {
+    # A deep keras.applications backbone (MobileNetV3Small), whose float rounding
+    # grows through its layers step after step; trained from class folders. The
+    # heaviest, so first: the two test workers (make test) finish together.
+    "backbone_task.py": {
+        **SECOND_TASK,
+        "task": "image",
+        "training_loop": "custom",
+        "mixed_precision": "no",
+    },
     "token_task.py": SECOND_TASK,
     # A regression (float targets, MSE, MAE, Dropout), trained from its own CSV.
     "regression_task.py": SECOND_TASK,
@@ -282,14 +310,6 @@ EXAMPLES = {
         "task": "image",
         "training_loop": "custom",
         "data_source": "synthetic",
-        "mixed_precision": "no",
-    },
-    # A deep keras.applications backbone (MobileNetV3Small), whose float rounding
-    # grows through its layers step after step; trained from class folders.
-    "backbone_task.py": {
-        **SECOND_TASK,
-        "task": "image",
-        "training_loop": "custom",
         "mixed_precision": "no",
     },
 }
@@ -395,8 +415,12 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
     print_source = f"import inspect, {package.name}.task as t; print(inspect.getsource(t))"
     swapped = subprocess.run([sys.executable, "-c", print_source], capture_output=True, text=True)
     assert swapped.stdout == source + "\n", swapped.stderr[-2000:]
+    # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
+    cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
+    deselected = [f"--deselect=tests/{case}" for case in cases]
     if example in EXAMPLE_TESTS:
-        passes_its_own_tests(project, [f"tests/{case}" for case in EXAMPLE_TESTS[example]])
+        tests = [f"tests/{case}" for case in EXAMPLE_TESTS[example]]
+        passes_its_own_tests(project, [*tests, *deselected])
         return
     if example == "mixed_inputs_task.py":
         script = FROM_CSV_TO_SERVING.replace("PACKAGE", package.name)
@@ -406,16 +430,8 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
         assert served.returncode == 0, served.stdout[-2000:] + served.stderr[-3000:]
     tests = [name for name in TASK_AGNOSTIC_TESTS if (project / "tests" / name).exists()]
     tests += EXTRA_TESTS.get(example, ())
-    # The framework's own cases (FRAMEWORK_CASES) run in the tabular projects.
-    cases = [case for case in FRAMEWORK_CASES if case != RANDOM_LAYERS_RESUME]
     passes_its_own_tests(
-        project,
-        [
-            "-m",
-            "not processes",
-            *(f"tests/{name}" for name in tests),
-            *(f"--deselect=tests/{case}" for case in cases),
-        ],
+        project, ["-m", "not processes", *(f"tests/{name}" for name in tests), *deselected]
     )
 
 
