@@ -97,7 +97,7 @@ def shard_of(items, k, n):
 
 
 def pytest_collection_modifyitems(config, items):
-    # The slow tier first (its heaviest tests lead it): the many short tests
+    # The slow tier first (the baked projects lead it): the many short tests
     # after it fill the gaps, so the two test workers (make test) end together.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     text = config.getoption("--slow-shard")
