@@ -164,7 +164,7 @@ def left_out(options):
     ]
 
 
-def test_files(options):
+def generated_tests(options):
     """The test files a bake with these options has."""
     context = {**options, "package_name": "p", "ci_provider": "none", "license": "MIT"}
     return {path for path in rules.expected_files(context) if path.startswith("tests/")}
@@ -196,7 +196,7 @@ def test_slow_matrix_covers_every_value():
     for case in LEFT_TO_THE_MIRRORED_SUITES:
         name = case.partition("::")[0]
         assert any(
-            c["training_loop"] in ("custom", "both") and f"tests/{name}" in test_files(c)
+            c["training_loop"] in ("custom", "both") and f"tests/{name}" in generated_tests(c)
             for c in mirrored_suites
         ), case
     assert all(combination_id(c) in FULL_SUITES for c in tracked)  # its `processes` tests
