@@ -184,6 +184,7 @@ def test_a_run_is_one_mlflow_run_whose_metrics_equal_tensorboards(server, finish
         "tracking_uri": server.uri,
         "experiment": "finished",
         "run_id": run.info.run_id,
+        "run_key": run.data.tags["run_key"],
         "unsent": [],
     }
     assert [step for step, _ in history(client, run, "loss")] == CHECKPOINT_STEPS
@@ -455,6 +456,37 @@ def test_values_a_server_missed_while_down_are_sent_when_it_answers_again(
     assert history(client, run, "loss") == [(2, 2.0), (4, 4.0), (6, 6.0), (8, 8.0), (10, 10.0)]
     assert run.info.status == "FINISHED"
     assert read_state(str(tmp_path))["unsent"] == []
+
+
+def test_a_run_whose_creation_was_cut_short_is_found_by_its_key_not_made_twice(
+    server, tmp_path, monkeypatch
+):
+    # The server made the run but its reply was lost (a timeout; a kill before
+    # the id was written is the same): the next try finds it by the key that
+    # mlflow_run.json held before the run was asked for.
+    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    create_run = MlflowClient.create_run
+    made = []
+
+    def reply_lost_once(self, *args, **kwargs):
+        run = create_run(self, *args, **kwargs)
+        made.append(run.info.run_id)
+        if len(made) == 1:
+            raise TimeoutError("the reply timed out")
+        return run
+
+    monkeypatch.setattr(MlflowClient, "create_run", reply_lost_once)
+    cut_short = tracker(tmp_path, server.uri, "cut short")
+    cut_short.record(2, {"loss": 2.0})
+    time.sleep(1)  # the sender fails and tries again
+    cut_short.record(4, {"loss": 4.0})
+    cut_short.end("FINISHED")
+    cut_short.sender.join(timeout=60)
+    client, run = the_run(server.uri, "cut short")
+    assert made == [run.info.run_id]
+    assert run.data.tags["run_key"] == read_state(str(tmp_path))["run_key"]
+    assert history(client, run, "loss") == [(2, 2.0), (4, 4.0)]
+    assert run.info.status == "FINISHED"
 
 
 def test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was(server, tmp_path):

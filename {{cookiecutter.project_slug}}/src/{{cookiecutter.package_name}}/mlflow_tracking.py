@@ -8,7 +8,10 @@
   same MLflow run: its id is kept in `<model dir>/mlflow_run.json`, written as
   soon as the run exists and again with every checkpoint's scalars, with the
   values not yet sent. A metric's step the MLflow run already holds is not sent
-  again, so a kill leaves no step twice and none missing.
+  again, so a kill leaves no step twice and none missing. The file holds a key
+  before the run is asked for, and the run is tagged with it: a creation cut
+  short (a kill before the id was kept, a reply that timed out) is found again,
+  not made twice.
 - A sender thread does all the talking to the server: a server that is down or
   slow never stops or slows training. Its first failure is one warning line;
   then it tries again every RETRY_SECONDS, and what it could not send stays in
@@ -28,6 +31,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import tensorflow as tf
@@ -45,6 +49,8 @@ from {{ cookiecutter.package_name }}.task import METRIC_NAME
 log = logging.getLogger(__name__)
 
 STATE_FILE = "mlflow_run.json"
+# The tag that names a model directory's MLflow run (its key in mlflow_run.json).
+RUN_KEY_TAG = "run_key"
 DEFAULT_STORE = "mlflow.db"
 DEFAULT_EXPERIMENT = "{{ cookiecutter.project_slug }}"
 # The options this project was generated with.
@@ -201,6 +207,7 @@ class MlflowTracker:
             )
             saved = {}
         self.run_id = saved.get("run_id")
+        self.run_key = saved.get("run_key") or uuid.uuid4().hex
         self.unsent = collections.deque(tuple(value) for value in saved.get("unsent", []))
         self.dropped = 0
         self.status = None  # how the run ended, once it has
@@ -275,6 +282,7 @@ class MlflowTracker:
                     "tracking_uri": self.uri,
                     "experiment": self.experiment,
                     "run_id": self.run_id,
+                    "run_key": self.run_key,
                     "unsent": list(self.unsent),
                 }
             try:
@@ -383,16 +391,26 @@ class MlflowTracker:
         return client
 
     def start_run(self, client):
+        """The run tagged with this model directory's key, when a creation was
+        cut short; else a new run."""
         experiment = client.get_experiment_by_name(self.experiment)
         if experiment is None:
-            experiment_id = client.create_experiment(self.experiment)
+            experiment_id, found = client.create_experiment(self.experiment), []
         else:
             experiment_id = experiment.experiment_id
-        name = os.path.basename(self.model_dir.rstrip("/"))
-        run = client.create_run(experiment_id, tags=self.tags, run_name=name)
+            tagged = f"tags.{RUN_KEY_TAG} = '{self.run_key}'"
+            found = client.search_runs([experiment_id], filter_string=tagged, max_results=1)
+        if found:
+            run = found[0]
+            if run.info.status != "RUNNING":
+                client.update_run(run.info.run_id, status="RUNNING")
+        else:
+            name = os.path.basename(self.model_dir.rstrip("/"))
+            tags = {**self.tags, RUN_KEY_TAG: self.run_key}
+            run = client.create_run(experiment_id, tags=tags, run_name=name)
+            self.new_run = True
         with self.lock:
             self.run_id = run.info.run_id
-        self.new_run = True
         self.save_state()  # from here on, a kill resumes this MLflow run
         log.info(
             "MLflow: run %s in experiment %r at %s", self.run_id, self.experiment, self.shown_uri
