@@ -378,9 +378,9 @@ class MlflowTracker:
         if run is None:
             run = self.start_run(client)
         else:
-            if run.info.status != "RUNNING":
-                client.update_run(self.run_id, status="RUNNING")
             log.info("MLflow: continuing run %s at %s", self.run_id, self.shown_uri)
+        if run.info.status != "RUNNING":
+            client.update_run(self.run_id, status="RUNNING")
         # Params are fixed once logged: a resumed run adds the ones it lacks only
         # (settings changed on a resume are in its log, run_settings.py).
         params = [
@@ -402,8 +402,6 @@ class MlflowTracker:
             found = client.search_runs([experiment_id], filter_string=tagged, max_results=1)
         if found:
             run = found[0]
-            if run.info.status != "RUNNING":
-                client.update_run(run.info.run_id, status="RUNNING")
         else:
             name = os.path.basename(self.model_dir.rstrip("/"))
             tags = {**self.tags, RUN_KEY_TAG: self.run_key}
