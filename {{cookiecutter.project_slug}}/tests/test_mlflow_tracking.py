@@ -489,6 +489,37 @@ def test_a_run_whose_creation_was_cut_short_is_found_by_its_key_not_made_twice(
     assert run.info.status == "FINISHED"
 
 
+def test_a_run_the_server_stored_after_the_retry_looked_is_deleted_at_the_end(
+    server, tmp_path, monkeypatch
+):
+    # A queued server stores the first creation only after the retry has looked
+    # for it and made another: the copy, which holds nothing, goes at the end.
+    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    create_run = MlflowClient.create_run
+    late, asked = [], threading.Event()
+
+    def stored_late_once(self, *args, **kwargs):
+        if not late:
+            late.append(threading.Timer(1.5, create_run, (self, *args), kwargs))
+            late[0].start()
+            asked.set()
+            raise TimeoutError("the reply timed out")
+        return create_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "create_run", stored_late_once)
+    queued = tracker(tmp_path, server.uri, "stored late")
+    queued.record(2, {"loss": 2.0})
+    assert asked.wait(timeout=60)
+    late[0].join()
+    queued.record(4, {"loss": 4.0})
+    queued.end("FINISHED")
+    queued.sender.join(timeout=60)
+    client, run = the_run(server.uri, "stored late")
+    assert run.info.run_id == read_state(str(tmp_path))["run_id"]
+    assert history(client, run, "loss") == [(2, 2.0), (4, 4.0)]
+    assert run.info.status == "FINISHED"
+
+
 def test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was(server, tmp_path):
     first = tracker(tmp_path, server.uri, "untouched")
     first.record(2, {"loss": 2.0})

@@ -343,9 +343,20 @@ class MlflowTracker:
                     self.unsent.popleft()
         if status is None:
             return False
+        self.delete_late_copies(client)
         client.set_terminated(self.run_id, status)
         self.save_state()
         return True
+
+    def delete_late_copies(self, client):
+        """Runs with this key other than this one: creations whose reply was lost
+        and which the server stored after the retry had looked (they hold nothing:
+        values go to this run only)."""
+        experiment_id = client.get_run(self.run_id).info.experiment_id
+        tagged = f"tags.{RUN_KEY_TAG} = '{self.run_key}'"
+        for run in client.search_runs([experiment_id], filter_string=tagged):
+            if run.info.run_id != self.run_id:
+                client.delete_run(run.info.run_id)
 
     def new_metrics(self, client, batch):
         """The values of `batch` at steps the MLflow run does not hold yet (a
