@@ -333,6 +333,7 @@ ALWAYS_FILES = (
     "src/PKG/__main__.py",
     "src/PKG/cli.py",
     "src/PKG/startup.py",
+    "src/PKG/preemption.py",
     "src/PKG/arguments.py",
     "src/PKG/config.py",
     "src/PKG/strategy.py",

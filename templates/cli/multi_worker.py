@@ -21,7 +21,6 @@ def run_train(args):
     # The strategy first: it must exist before any other TensorFlow op.
     import tensorflow as tf
 
-    from {{ cookiecutter.package_name }}.controller import PREEMPTED_EXIT_STATUS
     from {{ cookiecutter.package_name }}.strategy import (
         finish_together,
         is_chief,
@@ -43,8 +42,8 @@ def run_train(args):
         # own end (a stall's 142, a kill) fails its pod before this 143 does: a
         # JobSet restarts on the first, counting a stall and not a preemption.
         time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
-        return PREEMPTED_EXIT_STATUS
-    if status in (0, PREEMPTED_EXIT_STATUS):  # every worker ended there too
+        return preemption.PREEMPTED_EXIT_STATUS
+    if status in (0, preemption.PREEMPTED_EXIT_STATUS):  # every worker ended there too
         finish_together(strategy)
     return status
 

@@ -65,7 +65,7 @@ def test_manifest_runs_this_project():
     # The operator injects TF_CONFIG and the port into the container named "tensorflow".
     assert tensorflow["name"] == "tensorflow"
     assert tensorflow["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
-    command = tensorflow["command"]
+    command = tensorflow["args"]
     assert command[0] in PYPROJECT["project"]["scripts"]
     assert command[1] == "train"
     assert (ROOT / command[command.index("--config") + 1]).is_file()
@@ -142,7 +142,17 @@ def test_dockerfile_builds_this_project_on_the_official_image():
     for source in re.findall(r"^COPY (\S+)", DOCKERFILE, re.MULTILINE):
         assert (ROOT / source).exists(), f"the Dockerfile copies {source}, which does not exist"
     default = json.loads(re.search(r"^CMD (.+)$", DOCKERFILE, re.MULTILINE)[1])
-    assert default == container(MANIFEST)["command"][: len(default)]
+    assert default == container(MANIFEST)["args"][: len(default)]
+
+
+def test_tini_is_pid_1_in_every_pod():
+    # A container's PID 1 must pass SIGTERM on and reap: the image's entrypoint
+    # is tini, and a manifest's `command` would replace it (its `args` do not).
+    entrypoint = json.loads(re.search(r"^ENTRYPOINT (.+)$", DOCKERFILE, re.MULTILINE)[1])
+    assert entrypoint == ["/usr/bin/tini", "--"]
+    assert re.search(r"apt-get install .*\btini=", DOCKERFILE)
+    for pod in (container(MANIFEST), pod_container(JOBSET)):
+        assert "command" not in pod and pod["args"]
 
 
 def test_dockerfile_passes_hadolint():
@@ -185,7 +195,7 @@ def test_make_tfjob_sets_image_workers_and_gpus(tmp_path):
 
 def test_manifest_command_runs_through_the_local_launcher(cli, tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
     # The command as the manifest has it, its volumes mapped to local directories.
-    command = list(container(MANIFEST)["command"][1:])
+    command = list(container(MANIFEST)["args"][1:])
     command[command.index("--model-dir") + 1] = str(tmp_path / "run")
 {%- if cookiecutter.data_source == "tfrecord" %}
     command[command.index("--data-dir") + 1] = str(data_dir)
@@ -432,11 +442,11 @@ def test_the_jobset_container_exports_tf_config_then_trains(tmp_path):
     bin_dir.mkdir()
     for name, script in (
         ("python", f'exec {sys.executable} "$@"'),
-        (container(MANIFEST)["command"][0], 'echo "$TF_CONFIG"; echo "$@"'),
+        (container(MANIFEST)["args"][0], 'echo "$TF_CONFIG"; echo "$@"'),
     ):
         (bin_dir / name).write_text(f"#!/bin/sh\n{script}\n")
         (bin_dir / name).chmod(0o755)
-    command = pod_container(JOBSET)["command"]
+    command = pod_container(JOBSET)["args"]
     assert command[:2] == ["sh", "-c"]
     environment = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **pod_environment(1)}
     ran = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=ROOT)
@@ -444,7 +454,7 @@ def test_the_jobset_container_exports_tf_config_then_trains(tmp_path):
     tf_config, arguments = ran.stdout.splitlines()
     assert json.loads(tf_config)["task"] == {"type": "worker", "index": 1}
     assert json.loads(tf_config)["cluster"]["worker"][0] == "trainer-worker-0-0.trainer:2222"
-    assert arguments.split() == container(MANIFEST)["command"][1:]
+    assert arguments.split() == container(MANIFEST)["args"][1:]
     # Without its place the pod exits 2 (a permanent failure) before training.
     del environment["JOB_INDEX"]
     ran = subprocess.run(command, env=environment, capture_output=True, text=True, cwd=ROOT)

@@ -13,11 +13,13 @@ import logging
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -26,14 +28,16 @@ from conftest import (
     assert_same_weights,
     build_model_with_random_layers,
     read_json,
+    sample_statistics,
     scalars,
 )
 
 from {{ cookiecutter.package_name }} import checkpointing, training
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.compat import keras, random_layers
 from {{ cookiecutter.package_name }}.controller import TrainingError
 from {{ cookiecutter.package_name }}.export import export
+from {{ cookiecutter.package_name }}.task import build_model
 from {{ cookiecutter.package_name }}.training import train
 
 KILLS = 2
@@ -183,6 +187,152 @@ def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(
     rerun = run_to_the_end(command)
     assert f"resumed from epoch {saved[1]} step {saved[2]}\n" in rerun
     assert_same_result(preempted, reference)
+
+
+def wait_until_tensorflow_loads(pid, process):
+    """Wait until process `pid` (in this PID namespace) maps TensorFlow's library:
+    its SIGTERM handler is installed before TensorFlow is imported."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if "tensorflow" in Path(f"/proc/{pid}/maps").read_text():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never loaded TensorFlow (exit code {process.poll()})")
+
+
+def assert_exits_143_at_once(process, log_lines=""):
+    """SIGTERM now; the process exits 143 within seconds, saying it had nothing to save."""
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    log = log_lines + err
+    assert process.returncode == 143, log[-3000:]
+    assert time.monotonic() - sent < 10, f"exited {time.monotonic() - sent:.0f} s after SIGTERM"
+    assert "SIGTERM before this process trained a step, or after its last checkpoint:" in log
+    after = log.partition("SIGTERM")[2]
+    assert not re.search("^checkpoint: ", after, re.MULTILINE), log[-3000:]  # nothing saved
+    return log
+
+
+@pytest.mark.processes
+def test_a_sigterm_while_tensorflow_starts_exits_143_at_once(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # A default SIGTERM would kill it (-15), with no word; as a container's PID 1,
+    # where the kernel drops a signal without a handler, it would train on.
+    command = train_command(tmp_path / "run", LOOPS[0]{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_until_tensorflow_loads(process.pid, process)
+        assert_exits_143_at_once(process)
+    finally:
+        process.kill()
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def outer_pid_of_child(parent_pid, process):
+    """The PID, in this namespace, of the one child of `parent_pid`."""
+    deadline = time.monotonic() + 30
+    children = Path(f"/proc/{parent_pid}/task/{parent_pid}/children")
+    while time.monotonic() < deadline and process.poll() is None:
+        found = children.read_text().split()
+        if found:
+            return int(found[0])
+        time.sleep(0.05)
+    raise AssertionError(f"process {parent_pid} started no child")
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare"),
+    reason="running the trainer as PID 1 of a PID namespace (a container) needs root and unshare",
+)
+def test_a_sigterm_to_the_trainer_as_pid_1_at_start_up_exits_143_at_once(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # What a pod's container does with `exec train`: the kernel gives PID 1 only
+    # the signals it has a handler for.
+    command = train_command(tmp_path / "run", LOOPS[0]{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
+    unshare = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        trainer = outer_pid_of_child(unshare.pid, unshare)
+        wait_until_tensorflow_loads(trainer, unshare)
+        sent = time.monotonic()
+        os.kill(trainer, signal.SIGTERM)
+        _, err = unshare.communicate(timeout=120)
+    finally:
+        unshare.kill()
+    assert unshare.returncode == 143, err[-3000:]
+    assert time.monotonic() - sent < 10
+    assert "SIGTERM before this process trained a step" in err
+
+
+# `train`, each batch of its training input half a second late: a resume's skip
+# through the data takes that long a batch (as hundreds of GB do).
+SLOW_INPUT_TRAIN = """
+import sys
+import time
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import cli, data
+
+
+def late(positions):
+    time.sleep(0.5)
+    return positions
+
+
+def slowed(positions, records):
+    delayed = tf.py_function(late, [positions], positions.dtype)
+    delayed.set_shape(positions.shape)
+    return delayed, records
+
+
+batch_records = data.batch_records
+data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.processes
+def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
+    tmp_path,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
+):
+    command = train_command(tmp_path / "run", LOOPS[0]{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %})
+    code, log = run_and_stop(command, after_saves=1, delay=0.05, signum=signal.SIGTERM)
+    assert code == 143, log[-3000:]
+    saved = re.search(r"^preempted: saved epoch (\d+) step (\d+)$", log, re.MULTILINE)
+    assert saved and saved[2] != "0", log[-3000:]  # mid-epoch: the resume skips batches
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_INPUT_TRAIN, *command[3:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("resumed from epoch"):
+                break
+        # The skip's batches take 0.5 s each, 10 s or more in all: the old handler
+        # waited for them, and for the save after the call.
+        time.sleep(1.0)
+        assert_exits_143_at_once(process, "".join(lines))
+    finally:
+        process.kill()
+    rerun = run_to_the_end(command)
+    assert f"resumed from epoch {saved[1]} step {saved[2]}\n" in rerun
 
 
 # `train`, its training input stalling for good after 12 batches (a read that
@@ -630,6 +780,75 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(
     refused = (
         r"^the checkpoint .*ckpt-\d+ does not fit this model and optimizer"
         rf" \(.*({UNMATCHED[lacking]}).*\) - train into"
+    )
+    with pytest.raises(CheckpointError, match=refused):
+        train(config, one_device)
+
+
+def write_layout(monkeypatch, entries_left_out=(), layout=checkpointing.LAYOUT):
+    """Make the runs below save checkpoints as an earlier (or a later) version of
+    the project did: without `entries_left_out`, recording `layout`."""
+    built = Checkpoints.__init__
+
+    def init(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        self.layout.assign(layout)
+        kept = {name: entry for name, entry in self.entries.items() if name not in entries_left_out}
+        self.checkpoint = tf.train.Checkpoint(**kept)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self.manager.directory, max_to_keep=checkpointing.KEEP_CHECKPOINTS
+        )
+
+    monkeypatch.setattr(Checkpoints, "__init__", init)
+
+
+def test_a_checkpoint_of_the_first_layout_resumes_saying_what_stands_in(
+    one_device, sgd_config, monkeypatch, caplog
+):
+    # What the first checkpoints held: the model, the optimizer and the position,
+    # none of the entries added since (a run started before `cruft update`).
+    first_layout = sgd_config("first-layout", 128, epochs=1)
+    with monkeypatch.context() as patch:
+        write_layout(patch, [*checkpointing.STAND_INS, "layout"], layout=1)
+        train(first_layout, one_device)
+    current = sgd_config("current-layout", 128, epochs=1)
+    train(current, one_device)
+    caplog.set_level(logging.WARNING)
+    first_layout.epochs = current.epochs = 2
+    resumed = train(first_layout, one_device)
+    predates = [m for m in caplog.messages if " predates " in m]
+    assert len(predates) == 1, caplog.messages
+    assert re.fullmatch(
+        r"the checkpoint .*ckpt-\d+ \(layout 1; this project writes 2\) predates [\w, ]+:"
+        r" .*the random layers' generators start again from --seed.*",
+        predates[0],
+    ), predates[0]
+    left_out = predates[0].partition(" predates ")[2].partition(":")[0].split(", ")
+    assert sorted(left_out) == sorted(checkpointing.STAND_INS)
+    assert resumed["resumed_from"] == {"epoch": 1, "step": 0}
+    # Resumed as from a checkpoint of today's layout: the model and optimizer restored
+    # alike (the random layers' masks aside, which start again from the seed).
+    expected = train(current, one_device)
+    assert resumed["global_step"] == expected["global_step"]
+    if not random_layers(build_model(sample_statistics())):
+        assert resumed["weights_fingerprint"] == expected["weights_fingerprint"]
+    # Its next checkpoint is of today's layout: no line the next time.
+    caplog.clear()
+    first_layout.epochs = 3
+    train(first_layout, one_device)
+    assert not [m for m in caplog.messages if " predates " in m]
+
+
+def test_a_checkpoint_of_a_later_layout_is_refused_in_one_line(one_device, sgd_config, monkeypatch):
+    config = sgd_config("later-layout", 128, epochs=1)
+    with monkeypatch.context() as patch:
+        write_layout(patch, layout=checkpointing.LAYOUT + 1)
+        train(config, one_device)
+    config.epochs = 2
+    refused = (
+        rf"^the checkpoint .*ckpt-\d+ has layout {checkpointing.LAYOUT + 1}, and this version of"
+        rf" the project reads layouts up to {checkpointing.LAYOUT}: a later version wrote it -"
+        " update the project, or train into a new --model-dir$"
     )
     with pytest.raises(CheckpointError, match=refused):
         train(config, one_device)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
+from tensorflow.core.protobuf.trackable_object_graph_pb2 import TrackableObjectGraph
 
 # The state file's format: TensorFlow's own, which it offers no public name for.
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
@@ -55,6 +56,25 @@ READ_ATTEMPTS = 6
 RETRY_SECONDS = 1.0
 # What a worker that could not restore gathers in place of a step.
 UNAVAILABLE, REFUSED = -3, -2
+# What fixes the data stream besides the position: a run resumed with other
+# values would silently train on other examples than the saved run was going to.
+DATA_STREAM_KEYS = ("global_batch_size", "workers", "seed", "steps_per_pass", "steps_per_epoch")
+DERIVED_KEYS = ("steps_per_pass", "steps_per_epoch")
+# The checkpoint's layout, saved in it: raised when an entry is added. A run
+# outlives an update of its project (`cruft update` mid-run): a checkpoint of an
+# earlier layout resumes, each entry it lacks left as this run starts it, with
+# one line saying so. A later layout (the project was rolled back) is refused.
+LAYOUT = 2
+# The entries a checkpoint may lack, as they were added, and what stands in for
+# each (and `layout`: 1 when it lacks that). The model, the optimizer and the
+# position are in every checkpoint, and restore strictly.
+STAND_INS = {
+    **dict.fromkeys(DATA_STREAM_KEYS, "the data stream is not compared with the saved run's"),
+    "recoveries": "no loss blow-up recovered from so far",
+    "skipped": "no step skipped by a rollback in this epoch so far",
+    "model_variables": "the model's variables are matched by the restore alone",
+    "random_state": "the random layers' generators start again from --seed",
+}
 
 
 class CheckpointError(TrainerError):
@@ -65,12 +85,6 @@ class StorageUnavailable(Exception):
     """The checkpoints' storage did not answer READ_ATTEMPTS reads: the run stops
     to be restarted (cli: STALLED_EXIT_STATUS), rather than pass over a
     checkpoint that is not damaged."""
-
-
-# What fixes the data stream besides the position: a run resumed with other
-# values would silently train on other examples than the saved run was going to.
-DATA_STREAM_KEYS = ("global_batch_size", "workers", "seed", "steps_per_pass", "steps_per_epoch")
-DERIVED_KEYS = ("steps_per_pass", "steps_per_epoch")
 
 
 class Progress:
@@ -195,9 +209,14 @@ class Checkpoints:
         self.model_variables = variables_signature(trackables["model"])
         with tf.device("/cpu:0"):
             self.saved_model_variables = tf.Variable(self.model_variables, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(
-            **trackables, model_variables=self.saved_model_variables, **progress.variables()
-        )
+            self.layout = tf.Variable(LAYOUT, dtype=tf.int64, trainable=False)
+        self.entries = {
+            **trackables,
+            "model_variables": self.saved_model_variables,
+            **progress.variables(),
+            "layout": self.layout,
+        }
+        self.checkpoint = tf.train.Checkpoint(**self.entries)
         self.model_dir = model_dir
         self.restore_dir = os.path.join(model_dir, CHECKPOINT_DIR)
         self.manager = tf.train.CheckpointManager(
@@ -322,7 +341,35 @@ class Checkpoints:
         looked at first, again while their storage does not answer: TensorFlow's
         checkpoint reader reports that as an unknown error, as it does damage."""
         retried(look_at_files, path)
-        self.checkpoint.restore(path).assert_consumed()
+        held, layout = retried(layout_of, path)
+        if layout > LAYOUT:
+            raise CheckpointError(
+                f"the checkpoint {path} has layout {layout}, and this version of the project"
+                f" reads layouts up to {LAYOUT}: a later version wrote it - update the"
+                " project, or train into a new --model-dir"
+            )
+        missing = [name for name in self.entries if name not in held and name != "layout"]
+        strict = [name for name in missing if name not in STAND_INS]
+        if strict:
+            raise AssertionError(f"it has no {', '.join(strict)}")
+        present = {name: entry for name, entry in self.entries.items() if name in held}
+        tf.train.Checkpoint(**present).restore(path).assert_consumed()
+        self.layout.assign(LAYOUT)  # what the next save writes
+        if missing:
+            log.warning(
+                "the checkpoint %s (layout %d; this project writes %d) predates %s: %s",
+                path,
+                layout,
+                LAYOUT,
+                ", ".join(missing),
+                "; ".join(dict.fromkeys(STAND_INS[name] for name in missing)),
+            )
+        elif layout < LAYOUT:
+            log.info(
+                "the checkpoint %s is of layout %d: the next saves write %d", path, layout, LAYOUT
+            )
+        if "model_variables" not in held:
+            return
         saved = self.saved_model_variables.numpy().decode()
         if saved != self.model_variables:
             # assert_consumed passes a checkpoint of a model with a layer more: its
@@ -408,6 +455,18 @@ def read_state(directory):
         path if os.path.isabs(path) or is_remote(path) else os.path.join(directory, path)
         for path in state.all_model_checkpoint_paths or [state.model_checkpoint_path]
     ]
+
+
+def layout_of(path):
+    """The names of the entries the checkpoint at `path` holds (its root's
+    children in TensorFlow's object graph: model, optimizer, epoch, ...), and
+    its layout (1: written before checkpoints recorded it)."""
+    reader = tf.train.load_checkpoint(path)
+    graph = TrackableObjectGraph.FromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    held = {child.local_name for child in graph.nodes[0].children}
+    if "layout" not in held:
+        return held, 1
+    return held, int(reader.get_tensor("layout/.ATTRIBUTES/VARIABLE_VALUE"))
 
 
 def look_at_files(path):

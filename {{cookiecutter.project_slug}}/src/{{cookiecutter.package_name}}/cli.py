@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, data_commands{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}
+from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, data_commands{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}, preemption
 from {{ cookiecutter.package_name }}.arguments import (
     ArgumentParser,
     add_subcommand,
@@ -144,17 +144,13 @@ def train_to_exit_status(config, strategy):
     stopped for a SIGTERM, STALLED_EXIT_STATUS when the checkpoints' storage did
     not answer (the watchdog exits with it from its own thread on a stall)."""
     from {{ cookiecutter.package_name }}.checkpointing import StorageUnavailable
-    from {{ cookiecutter.package_name }}.controller import (
-        PREEMPTED_EXIT_STATUS,
-        STALLED_EXIT_STATUS,
-        Preempted,
-    )
+    from {{ cookiecutter.package_name }}.controller import STALLED_EXIT_STATUS, Preempted
     from {{ cookiecutter.package_name }}.training import train
 
     try:
         train(config, strategy)
     except Preempted:
-        return PREEMPTED_EXIT_STATUS
+        return preemption.PREEMPTED_EXIT_STATUS
     except StorageUnavailable as err:
         print(f"error: {err}", file=sys.stderr)
         return STALLED_EXIT_STATUS
@@ -194,6 +190,8 @@ def main(argv=None):
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
     try:
         if args.needs_tensorflow:
+            # Before TensorFlow loads: a preemption notice during start-up counts too.
+            preemption.catch_from_start()
             start_tensorflow(args.verbose)
         return args.handler(args)
     except TrainerError as err:

@@ -26,7 +26,7 @@ import time
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, write_atomically
+from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, preemption, write_atomically
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
@@ -35,9 +35,6 @@ from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
 log = logging.getLogger(__name__)
 
-# The exit status of a preempted run: 128 + SIGTERM, what a TFJob with
-# `restartPolicy: ExitCode` restarts and what the sbatch script requeues on.
-PREEMPTED_EXIT_STATUS = 143
 # The exit status of a run stopped for want of progress (a stall, storage that
 # does not answer): 128 + SIGALRM, a timer ran out. Retryable, but counted by
 # every launcher's limit (the README's restart table): a cause that recurs, a
@@ -153,7 +150,7 @@ class Controller:
             # After every refusal: a refused rerun leaves the run's settings as they were.
             if is_chief(self.strategy):
                 self.settings.keep()
-            with PreemptionWatch(self.strategy) as preemption:
+            with PreemptionWatch(self.strategy) as watch:
                 epoch, step = self.progress.position
                 if epoch < self.config.epochs:
                     # One pipeline for the rest of the run: an epoch continues the
@@ -166,7 +163,7 @@ class Controller:
                     )
                     iterator = iter(batches)
                 while self.progress.position[0] < self.config.epochs:
-                    self.train_epoch(iterator, preemption)
+                    self.train_epoch(iterator, watch)
             summary = self.finish(resumed_from)
             status = "FINISHED"
             return summary
@@ -180,7 +177,7 @@ class Controller:
             # A worker's scratch copies are never read: gone however the run ends.
             remove_worker_dir(self.write_dir, self.model_dir)
 
-    def train_epoch(self, iterator, preemption):
+    def train_epoch(self, iterator, watch):
         epoch, step = self.progress.position
         steps = self.plan.steps_per_epoch
         interval = Interval(self.plan.global_batch_size)
@@ -201,6 +198,7 @@ class Controller:
                 if named is None:
                     raise
                 raise named from None
+            watch.trained()
             blow_up = self.blow_up(loss, epoch, step + count)
             if blow_up:
                 step = self.recover(blow_up, epoch, step + count)
@@ -233,7 +231,7 @@ class Controller:
                 self.save()
                 saved = True
             # (At the epoch's last step, the epoch end below saves and checks.)
-            if step < steps and self.preemption_requested(preemption):
+            if step < steps and self.preemption_requested(watch):
                 if not saved:
                     self.record(interval)
                     self.save()
@@ -246,7 +244,7 @@ class Controller:
         self.losses.append(loss)
         self.final_metric = metric
         # Before the evaluation, which can outlast a preemption's grace period.
-        if self.preemption_requested(preemption):
+        if self.preemption_requested(watch):
             log.info("preempted: saved epoch %d step 0", epoch + 1)
             raise Preempted(f"saved epoch {epoch + 1} step 0")
         self.last_eval = self.evaluation()
@@ -318,9 +316,9 @@ class Controller:
         again, never a gap."""
         self.tracker.record(self.global_step, interval.scalars(self.last_learning_rate()))
 
-    def preemption_requested(self, preemption):
+    def preemption_requested(self, watch):
         with self.watchdog.watching("preemption check", "agreeing on a SIGTERM", A_PEER):
-            return preemption.requested()
+            return watch.requested()
 
     def evaluation(self):
         with self.watchdog.watching("evaluation", "evaluating", A_PEER_OR_INPUT):
@@ -524,33 +522,45 @@ class Interval:
 
 
 class PreemptionWatch:
-    """SIGTERM (what Kubernetes and Slurm send before they kill) asks the run to
-    save and stop at the next step boundary. The workers agree at every boundary
-    (strategy.make_any_worker), so a SIGTERM to one of them stops all of them at
-    the same step."""
+    """SIGTERM (what Kubernetes and Slurm send before they kill), once the run
+    holds steps a save would keep, asks it to save and stop at the next step
+    boundary. The workers agree at every boundary (strategy.make_any_worker), so
+    a SIGTERM to one of them stops all of them at the same step. Before the
+    first trained call and after the block (the run's tail), a process that
+    catches SIGTERM from its start (the commands: preemption.py) exits 143 at
+    once: the last checkpoint holds everything."""
 
     def __init__(self, strategy):
-        self.signalled = False
         self.any_worker = make_any_worker(strategy)
         self.previous = None
 
     def __enter__(self):
-        # Signal handlers can only be set from the main thread (not from a
-        # notebook's or a test runner's worker thread: there SIGTERM keeps its effect).
-        if threading.current_thread() is threading.main_thread():
-            self.previous = signal.signal(signal.SIGTERM, self.on_sigterm)
+        # Used as a library (a notebook, a test), the process has no handler of its
+        # own: one for the run's duration. Signal handlers can only be set from the
+        # main thread (not a test runner's worker thread: there SIGTERM keeps its effect).
+        if not preemption.notice.caught_from_start:
+            preemption.notice.received = False
+            if threading.current_thread() is threading.main_thread():
+                self.previous = signal.signal(signal.SIGTERM, self.on_sigterm)
         return self
 
     def __exit__(self, *exc_info):
+        preemption.notice.unsaved_steps = False
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
 
-    def on_sigterm(self, signum, frame):
-        self.signalled = True
-        log.warning("SIGTERM: saving a checkpoint at the next step boundary, then stopping")
+    @staticmethod
+    def on_sigterm(signum, frame):
+        preemption.notice.received = True
+        log.warning(preemption.SAVING_FIRST)
+
+    @staticmethod
+    def trained():
+        """A call trained steps: a SIGTERM now saves them first."""
+        preemption.notice.unsaved_steps = True
 
     def requested(self):
-        return self.any_worker(self.signalled)
+        return self.any_worker(preemption.notice.received)
 
 
 def make_finite_check(variables):

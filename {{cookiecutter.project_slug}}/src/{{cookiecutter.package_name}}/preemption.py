@@ -1,0 +1,84 @@
+"""SIGTERM, from the first moment of the process.
+
+Kubernetes and Slurm send SIGTERM before they kill. In a container the trainer
+is PID 1 (the manifests `exec` it), and the kernel drops a signal to a PID 1
+that has no handler for it: a handler installed only once training starts
+leaves start-up, the checks and the restore deaf to the notice, and the pod is
+SIGKILLed at the end of its grace period. So every command that loads
+TensorFlow installs one first (cli.main), before TensorFlow is imported.
+
+What a SIGTERM does depends on whether the process holds steps that a save
+would keep:
+- none (start-up, the restore, a resume's skip through the data, the run's tail
+  after its last checkpoint): the process exits 143 at once. A thread of its own
+  does it, as the main thread may be inside TensorFlow for minutes (a resume's
+  skip through hundreds of GB), where Python's own handler would wait for it;
+- some (from the first trained call to the last checkpoint): the controller
+  saves at the next step boundary, every worker at the same one, and exits 143
+  (controller.PreemptionWatch).
+"""
+
+import logging
+import os
+import signal
+import threading
+
+log = logging.getLogger(__name__)
+
+# 128 + SIGTERM: what the JobSet, the TFJob and the sbatch script restart on
+# (the README's restart table).
+PREEMPTED_EXIT_STATUS = 143
+SAVING_FIRST = "SIGTERM: saving a checkpoint at the next step boundary, then stopping"
+
+
+class Notice:
+    """What this process knows of SIGTERM: whether one came, and whether it holds
+    steps a save would keep (the controller says so)."""
+
+    def __init__(self):
+        self.received = False
+        self.unsaved_steps = False
+        self.caught_from_start = False  # catch_from_start ran: this process is the trainer
+        self.stderr = None  # a copy of the process's standard error, taken then
+
+
+notice = Notice()
+
+
+def catch_from_start():
+    """Handle SIGTERM from now on, for the whole process (from the main thread)."""
+    if notice.caught_from_start or threading.current_thread() is not threading.main_thread():
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    # Python's C-level handler writes each signal's number here as it arrives;
+    # its Python-level one would run only once the main thread leaves TensorFlow.
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # TensorFlow's start-up runs with standard error captured (startup.py): the
+    # last line goes to the real one.
+    notice.stderr = os.dup(2)
+    threading.Thread(target=act_on_signals, args=(read_end,), name="sigterm", daemon=True).start()
+    notice.caught_from_start = True
+
+
+def act_on_signals(read_end):
+    while True:
+        if signal.SIGTERM in os.read(read_end, 64):
+            on_sigterm()
+
+
+def on_sigterm():
+    notice.received = True
+    if notice.unsaved_steps:
+        log.warning(SAVING_FIRST)
+        return
+    os.dup2(notice.stderr, 2)
+    log.warning(
+        "SIGTERM before this process trained a step, or after its last checkpoint:"
+        " nothing to save, exiting %d",
+        PREEMPTED_EXIT_STATUS,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(PREEMPTED_EXIT_STATUS)
