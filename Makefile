@@ -13,7 +13,7 @@ PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist load --maxschedchunk 1
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
 
-.PHONY: demo test test-fast test-slow test-slurm lint bench gpu-check clean
+.PHONY: demo test test-fast test-slow test-slurm test-faults lint bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; sys.exit("error: Python 3.11+ is needed, found " + sys.version.split()[0] + " - set PYTHON=python3.11") if sys.version_info < (3, 11) else None'
@@ -37,10 +37,10 @@ demo: $(VENV)/.installed
 	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer doctor --cpu-replicas 2
 
 test: $(VENV)/.installed
-	$(PYTEST) -m "not slurm"
+	$(PYTEST) -m "not slurm and not faults"
 
 test-fast: $(VENV)/.installed
-	$(PYTEST) -m "not slow and not slurm"
+	$(PYTEST) -m "not slow and not slurm and not faults"
 
 # SLOW_SHARD=K/N: only the K-th of N shares of the slow tier (parallel CI jobs).
 test-slow: $(VENV)/.installed
@@ -49,6 +49,11 @@ test-slow: $(VENV)/.installed
 # The batch script on a real one-node Slurm: as root, with apt-get or Slurm installed.
 test-slurm: $(VENV)/.installed
 	$(BIN)/python -m pytest -m slurm tests/test_baked_projects.py
+
+# The fault tier of a multi-worker project: each fault a cluster delivers, two
+# workers restarted by the JobSet's rules (make test runs a few of its cases).
+test-faults: $(VENV)/.installed
+	$(BIN)/python -m pytest -m faults tests/test_baked_projects.py
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check hooks tests benchmarks local_extensions.py

@@ -91,6 +91,7 @@ LEFT_TO_THE_MIRRORED_SUITES = (
     "test_resume.py::test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly",
 )
 FRAMEWORK_TESTS = (
+    "test_attempts.py",
     "test_cluster.py",
     "test_config.py",
     "test_controller.py",
@@ -117,7 +118,12 @@ FRAMEWORK_CASES = (
     "test_resume.py::test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint",
     "test_resume.py::test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finishes",
     "test_resume.py::test_blow_ups_past_the_recovery_trials_stop_in_one_line",
-    "test_resume.py::test_a_blow_up_right_after_a_rollback_stops_the_run_in_one_line",
+    "test_resume.py::test_bad_batches_in_calls_in_a_row_each_roll_back_while_trials_last",
+    "test_resume.py::test_a_rollback_leaves_the_undone_steps_out_of_the_recorded_loss",
+    "test_resume.py::test_an_epoch_whose_every_step_is_rolled_back_stops_the_run_in_one_line",
+    "test_resume.py::test_a_checkpoint_of_the_first_layout_resumes_saying_what_stands_in",
+    "test_resume.py::test_a_checkpoint_of_a_later_layout_is_refused_in_one_line",
+    "test_resume.py::test_a_model_dir_whose_storage_does_not_answer_is_retryable_not_bad_input",
     "test_resume.py::test_a_checkpoint_of_another_model_is_refused_in_one_line",
     "test_resume.py::test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over",
     "test_resume.py::test_storage_that_never_answers_stops_the_run_retryably",
@@ -151,12 +157,26 @@ FRAMEWORK_CASES = (
 )
 
 
+# The fault tier (make test-faults: about 10 minutes) is left to its own target
+# but for these cases, which make test runs in the multi-worker suite: the
+# restart budget, and a worker whose storage fails while its peer's does not.
+FAULT_CASES_IN_MAKE_TEST = (
+    "test_faults.py::test_a_node_that_dies_on_every_attempt_stops_the_run_in_one_line",
+    "test_faults.py::test_a_checkpoint_one_worker_cannot_read",
+)
+
+
 def left_out(options):
     """pytest arguments that leave tests out of this combination's run."""
     if combination_id(options) in FULL_SUITES:
         if combination_id(options) != MULTI_WORKER_SUITE:
             return []
-        return [f"--deselect=tests/{case}" for case in LEFT_TO_THE_MIRRORED_SUITES]
+        kept = " or ".join(case.rpartition("::")[2] for case in FAULT_CASES_IN_MAKE_TEST)
+        return [
+            *(f"--deselect=tests/{case}" for case in LEFT_TO_THE_MIRRORED_SUITES),
+            # Every test outside test_faults.py, and the cases above.
+            "-k", f"not test_faults or {kept}",
+        ]
     return [
         "-m",
         "not processes and not slurm",
@@ -181,6 +201,12 @@ def trained(combinations):
         for options in combinations
         for loop in LOOPS_OF[options["training_loop"]]
     ]
+
+
+def test_the_fault_cases_make_test_runs_exist():
+    text = (ROOT / "{{cookiecutter.project_slug}}" / "tests" / "test_faults.py").read_text()
+    for case in FAULT_CASES_IN_MAKE_TEST:
+        assert f"def {case.rpartition('::')[2]}(" in text, case
 
 
 def test_slow_matrix_covers_every_value():
@@ -450,6 +476,18 @@ def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, exa
     passes_its_own_tests(
         project, ["-m", "not processes", *(f"tests/{name}" for name in tests), *deselected]
     )
+
+
+# The fault tier of the multi-worker suite (make test-faults): each fault a
+# cluster delivers, two workers restarted by the JobSet's rules.
+@pytest.mark.faults
+def test_the_multi_worker_project_survives_each_fault_a_cluster_delivers(cookies):
+    (options,) = [c for c in COMBINATIONS if combination_id(c) == MULTI_WORKER_SUITE]
+    result = bake(cookies, project_name="fault tier", **options)
+    assert result.exit_code == 0, result.exception
+    project = Path(result.project_path)
+    install(project)
+    passes_its_own_tests(project, ["-m", "faults", "tests/test_faults.py"])
 
 
 # The batch script on a real one-node Slurm (make test-slurm; the template's CI

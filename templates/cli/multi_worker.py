@@ -4,6 +4,13 @@
 LOST_PEER_EXIT_DELAY_SECONDS = 5
 
 
+class LostPeer(TransientError):
+    """A peer stopped answering: retryable, like a preemption (exit 143), and
+    counted by the restart budget (attempts.py) like any end but a SIGTERM."""
+
+    exit_status = preemption.PREEMPTED_EXIT_STATUS
+
+
 def config_from_args(args):
     """The config file, overridden by the flags given (None: not given)."""
     overrides = config_overrides(args)
@@ -37,12 +44,10 @@ def run_train(args):
         message = lost_worker_message(err)
         if message is None:
             raise
-        print(f"error: {message}", file=sys.stderr)
-        # Retryable, like a preemption. A moment's wait first, so the lost worker's
-        # own end (a stall's 142, a kill) fails its pod before this 143 does: a
-        # JobSet restarts on the first, counting a stall and not a preemption.
+        # A moment's wait first, so the lost worker's own end (a stall's 142, a
+        # kill) fails its pod before this 143 does.
         time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
-        return preemption.PREEMPTED_EXIT_STATUS
+        raise LostPeer(message) from None
     if status in (0, preemption.PREEMPTED_EXIT_STATUS):  # every worker ended there too
         finish_together(strategy)
     return status

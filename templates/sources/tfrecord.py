@@ -71,15 +71,17 @@ class RecordSource:
         """The statistics `index` stored in the manifest: no record is read."""
         return self.learned
 
-    def read_error(self, err, epoch, step):
+    def read_error(self, err, epoch, step, on_progress):
         """The error to stop with when a training step failed with `err`, or None
         when the data is not the cause.
 
         A record that fails its checksum or that task.parse_batch cannot read mid-run (the
         file changed after `index`, or an older version indexed it): find the file,
-        reading the training files in order as `index` does, and name it. Only an
-        input op's error sends us reading the data (a model's shape error must not
-        wait for a scan of hundreds of GB)."""
+        reading the training files in order as `index` does (calling on_progress()
+        after each group), and name it. Only an input op's error sends us reading
+        the data (a model's shape error must not wait for a scan of hundreds of
+        GB). When every file reads, the error stands: a checksum that failed this
+        time only (storage, the network) is retryable, not bad data."""
         if isinstance(err, tf.errors.DataLossError):
             reason = manifest.data_loss_reason(err)
         elif isinstance(err, tf.errors.InvalidArgumentError) and INPUT_OP_ERROR.search(str(err)):
@@ -87,12 +89,12 @@ class RecordSource:
         else:
             return None
         log.warning("a training record is corrupt (%s): looking for its file", reason)
-        path = manifest.first_corrupt_file(list(self.files))
-        if path is None and isinstance(err, tf.errors.InvalidArgumentError):
-            return None  # every file reads: the data is not the cause, the error stands
-        where = path or f"one of the training files in {self.data_dir}"
+        path = manifest.first_corrupt_file(list(self.files), on_progress=on_progress)
+        if path is None:
+            log.warning("every training file reads: the data is not the cause")
+            return None
         return DataError(
-            f"{where} has a corrupt record ({reason}) at epoch {epoch + 1}"
+            f"{path} has a corrupt record ({reason}) at epoch {epoch + 1}"
             f" step {step} - restore or regenerate it and run `{{ cookiecutter.project_slug }} index"
             f" --data-dir {self.data_dir}`; the last checkpoint is intact"
         )

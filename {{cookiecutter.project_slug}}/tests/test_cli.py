@@ -5,6 +5,8 @@ import logging
 import math
 import os
 import re
+import subprocess
+import sys
 {%- if cookiecutter.distribution == "multi_worker" %}
 import tempfile
 import types
@@ -103,6 +105,46 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     startup = re.sub(r"^.*oneDNN supports DT_HALF only on platforms.*\n", "", startup, flags=re.M)
 {%- endif %}
     assert not NATIVE_LOG_LINE.search(startup), startup[:2000]
+
+
+# `train` whose training raises the TensorFlow error named by argv[1].
+FAILING_TRAIN = """
+import sys
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import cli, training
+
+
+def failing(config, strategy):
+    raise getattr(tf.errors, sys.argv[1])(None, None, "NCCL failure: unhandled system error")
+
+
+training.train = failing
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "error, status", [("InternalError", 142), ("DataLossError", 142), ("InvalidArgumentError", 1)]
+)
+def test_failed_infrastructure_exits_142_in_one_line_a_bug_1(tmp_path, error, status{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # Exit 1 or 2 ends a run for good (the restart table): an NCCL or cuDNN
+    # failure, a read that failed its checksum this time, is retried.
+    command = [sys.executable, "-c", FAILING_TRAIN, error, "train", "--model-dir", str(tmp_path)]
+{%- if cookiecutter.data_source == "tfrecord" %}
+    command += ["--data-dir", str(data_dir)]
+{%- endif %}
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == status, result.stderr[-3000:]
+    if status == 142:
+        assert "Traceback" not in result.stderr
+        assert result.stderr.splitlines()[-1] == (
+            f"error: {error}: NCCL failure: unhandled system error - the storage, the network"
+            " or a device failed; exiting 142: the restart resumes from the last checkpoint"
+        )
+    else:
+        assert "Traceback" in result.stderr  # a bug: where it is
 
 
 def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):

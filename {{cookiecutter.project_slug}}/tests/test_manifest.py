@@ -14,7 +14,8 @@ import pytest
 import tensorflow as tf
 from conftest import {% if cookiecutter.task == "image" %}truncated_jpeg_record, {% endif %}write_shards
 
-from {{ cookiecutter.package_name }} import manifest, statistics
+from {{ cookiecutter.package_name }} import is_transient, manifest, statistics
+from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.task == "tabular" %}
 from {{ cookiecutter.package_name }}.data import ArraySource
 {%- endif %}
@@ -26,7 +27,7 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
-from {{ cookiecutter.package_name }}.sources import make_data
+from {{ cookiecutter.package_name }}.sources import load_sources, make_data
 {% if cookiecutter.task == "image" -%}
 from {{ cookiecutter.package_name }}.task import (
     IMAGE_SIZE,
@@ -153,6 +154,31 @@ def np_examples(count, label=1):
 def test_missing_data_directory_is_refused(tmp_path):
     with pytest.raises(ManifestError, match="does not exist - create it with `.* make-data"):
         load_dir(tmp_path / "nope")
+
+
+def test_a_data_directory_whose_storage_does_not_answer_is_not_called_missing(
+    tmp_path, monkeypatch
+):
+    # tf.io.gfile.isdir answers False for any error: "does not exist" (exit 2, for
+    # good) for storage that failed this time.
+    def unavailable(path):
+        raise tf.errors.UnavailableError(None, None, f"{path}: connection reset")
+
+    monkeypatch.setattr(tf.io.gfile, "stat", unavailable)
+    with pytest.raises(tf.errors.UnavailableError) as failed:
+        load(str(tmp_path))
+    assert is_transient(failed.value)
+
+
+def test_a_checksum_error_that_no_file_confirms_is_not_called_bad_data(data_dir):
+    # Every file reads: a checksum that failed this time (the storage, the network)
+    # is left to stand, and retried, not reported as a corrupt record for good.
+    train, _ = load_sources(TrainConfig(data_dir=str(data_dir)))
+    scanned = []
+    failed = tf.errors.DataLossError(None, None, "corrupted record at 1234")
+    assert train.read_error(failed, 0, 5, lambda: scanned.append(1)) is None
+    assert scanned  # the scan told the watchdog of its progress
+    assert is_transient(failed)
 
 
 def test_directory_without_shards_cannot_be_indexed(tmp_path):

@@ -340,12 +340,13 @@ def test_a_server_stopped_mid_run_costs_one_warning_and_gets_the_rest_later(tmp_
         server.stop()
 
 
-def tracker(model_dir, uri, experiment):
+def tracker(model_dir, uri, experiment, workers=1):
     config = TrainConfig(tracking_uri=uri, experiment=experiment)
-    return MlflowTracker(TensorBoardScalars(str(model_dir / "logs")), config, str(model_dir), {})
+    tensorboard = TensorBoardScalars(str(model_dir / "logs"))
+    return MlflowTracker(tensorboard, config, str(model_dir), {"workers": str(workers)})
 
 
-def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch):
+def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     monkeypatch.chdir(tmp_path)
     local = tracker(tmp_path, None, "local")
@@ -354,6 +355,27 @@ def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, m
     client, run = the_run(f"sqlite:///{tmp_path / 'mlflow.db'}", "local")
     assert run.info.status == "FINISHED"
     assert history(client, run, "loss") == [(5, 0.5)]
+    assert "on the chief's own disk" not in caplog.text  # one machine: the store is its own
+
+
+def test_several_workers_recording_into_the_default_store_warn_in_one_line(
+    tmp_path, monkeypatch, caplog
+):
+    # In a cluster's pod the default store is lost with the pod, silently.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(tmp_path)
+    tracker(tmp_path / "default", None, "cluster", workers=2).end("FINISHED")
+    warned = [m for m in caplog.messages if "on the chief's own disk" in m]
+    assert warned == [
+        f"MLflow records into sqlite:///{tmp_path / 'mlflow.db'} on the chief's own disk: in a"
+        " cluster's pod it is lost with the pod, and each restart starts another MLflow run -"
+        " set MLFLOW_TRACKING_URI (the manifests' # TRACKING_URI line) or --tracking-uri to"
+        " the team's server"
+    ]
+    caplog.clear()
+    given = f"sqlite:///{tmp_path / 'team.db'}"
+    tracker(tmp_path / "given", given, "cluster", workers=2).end("FINISHED")
+    assert "on the chief's own disk" not in caplog.text
 
 
 @pytest.mark.parametrize("uri", ["mlflow.internal:5000", "./mlruns", "ftp://host"])

@@ -32,7 +32,7 @@ from conftest import (
     scalars,
 )
 
-from {{ cookiecutter.package_name }} import checkpointing, training
+from {{ cookiecutter.package_name }} import checkpointing, is_transient, training
 from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
 from {{ cookiecutter.package_name }}.compat import keras, random_layers
 from {{ cookiecutter.package_name }}.controller import TrainingError
@@ -276,6 +276,10 @@ def test_a_sigterm_to_the_trainer_as_pid_1_at_start_up_exits_143_at_once(tmp_pat
 # `train`, each batch of its training input half a second late: a resume's skip
 # through the data takes that long a batch (as hundreds of GB do).
 SLOW_INPUT_TRAIN = """
+from {{ cookiecutter.package_name }} import preemption
+
+preemption.catch_from_start()  # first, as the command does
+
 import sys
 import time
 
@@ -333,6 +337,48 @@ def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
         process.kill()
     rerun = run_to_the_end(command)
     assert f"resumed from epoch {saved[1]} step {saved[2]}\n" in rerun
+
+
+def attempts_recorded(model_dir):
+    path = model_dir / "attempts.json"
+    return json.loads(path.read_text())["attempts"] if path.exists() else []
+
+
+@pytest.mark.processes
+def test_attempts_killed_before_any_progress_stop_the_run_in_one_line(
+    tmp_path,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_dir,
+{%- endif %}
+):
+    # A node that dies on every attempt before the first checkpoint: a launcher
+    # restarting on every kill would run it for ever.
+    run = tmp_path / "run"
+    command = [*train_command(run, LOOPS[0]{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}), "--no-progress-attempts", "2"]
+    for number in (1, 2):
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while len(attempts_recorded(run)) < number and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            process.kill()
+            process.wait()
+    assert not (run / "checkpoints").exists()  # killed before its first checkpoint
+    stopped = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert stopped.returncode == 1, stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr
+    assert stopped.stderr.splitlines()[-1] == (
+        "error: the last 2 attempts of this run made no progress, each started from global"
+        " step 0 (attempt 1: no end recorded: killed (out of memory, SIGKILL after the grace"
+        " period) or lost; attempt 2: no end recorded: killed (out of memory, SIGKILL after"
+        " the grace period) or lost) - find and fix the cause (a node, the storage, memory),"
+        " then run the same command again; --no-progress-attempts sets how many are allowed"
+    )
+    assert [attempt.get("status") for attempt in attempts_recorded(run)] == [None, None, 1]
+    # Fixed: a person runs it again, and it trains to the end.
+    run_to_the_end(command)
+    assert attempts_recorded(run)[-1]["status"] == 0
 
 
 # `train`, its training input stalling for good after 12 batches (a read that
@@ -399,6 +445,8 @@ def test_a_stalled_run_exits_142_saying_where_and_the_rerun_resumes_exactly(
     assert time.monotonic() - started < 120
     saved = re.findall(r"^checkpoint: epoch (\d+) step (\d+) ", run.stderr, re.MULTILINE)
     assert saved, run.stderr[-3000:]
+    (ended,) = attempts_recorded(stalled)
+    assert ended["status"] == 142 and ended["cause"] == stalled_at[0]  # the watchdog's line
     rerun = run_to_the_end(command)
     assert f"resumed from epoch {saved[-1][0]} step {saved[-1][1]}\n" in rerun
     assert_same_result(stalled, reference)
@@ -509,17 +557,43 @@ def blowing_up(monkeypatch, calls):
     monkeypatch.setattr(training, "build_engine", build_engine)
 
 
-def test_a_blow_up_right_after_a_rollback_stops_the_run_in_one_line(
+def test_bad_batches_in_calls_in_a_row_each_roll_back_while_trials_last(
     one_device, sgd_config, monkeypatch
 ):
-    # Calls 3 and 4 blow up (a NaN in the data would make every one): skipping
-    # batches does not help, and rolling back call after call with trials to
-    # spare would end the run "done" and untrained.
+    # Calls 3 and 4 (steps 5-8) blow up: two bad batches close together, each
+    # rolled back and skipped, as if their calls had trained on nothing.
+    build_engine = training.build_engine
+    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3, 4}, skipping))
+    skipped = train(sgd_config("skipped-both", 128, **BLOW_UP_RUN), one_device)
     blowing_up(monkeypatch, {3, 4})
-    config = sgd_config("again", 128, recovery_trials=5, **BLOW_UP_RUN)
+    recovered = train(sgd_config("in-a-row", 128, recovery_trials=2, **BLOW_UP_RUN), one_device)
+    assert (recovered["recoveries"], recovered["global_step"]) == (2, 8)
+    assert_same_weights(recovered["weights_path"], skipped["weights_path"], atol=1e-6)
+
+
+def test_a_rollback_leaves_the_undone_steps_out_of_the_recorded_loss(
+    one_device, sgd_config, monkeypatch
+):
+    # Call 3 (steps 5-6) blows up and is undone: the loss recorded at step 8 is
+    # that of steps 7-8, and with step 4's it makes the epoch's mean.
+    blowing_up(monkeypatch, {3})
+    config = sgd_config("recorded", 128, recovery_trials=1, **BLOW_UP_RUN)
+    recovered = train(config, one_device)
+    losses = dict(scalars(os.path.join(config.model_dir, "logs"))["loss"])
+    assert sorted(losses) == [4, 8]
+    assert (4 * losses[4] + 2 * losses[8]) / 6 == pytest.approx(recovered["losses"][0], rel=1e-5)
+
+
+def test_an_epoch_whose_every_step_is_rolled_back_stops_the_run_in_one_line(
+    one_device, sgd_config, monkeypatch
+):
+    # Every call blows up (a NaN in every batch): skipping batches does not help,
+    # and trials to spare would end the run "done" and untrained.
+    blowing_up(monkeypatch, {1, 2, 3, 4})
+    config = sgd_config("every-call", 128, recovery_trials=5, **BLOW_UP_RUN)
     stopped = (
-        r"^the training loss became nan in epoch 1 by step 8, in the first call after a"
-        r" rollback: the loss does not recover when batches are skipped - check the data"
+        r"^every step of epoch 1 was rolled back and skipped: the loss does not recover when"
+        r" batches are skipped - check the data"
     )
     with pytest.raises(TrainingError, match=stopped):
         train(config, one_device)
@@ -683,6 +757,18 @@ def flaky_storage(monkeypatch, failures):
     monkeypatch.setattr(tf.io.gfile, "stat", stat_or_fail)
     monkeypatch.setattr(checkpointing, "RETRY_SECONDS", 0.01)
     return failed
+
+
+def test_a_model_dir_whose_storage_does_not_answer_is_retryable_not_bad_input(
+    tmp_path, monkeypatch
+):
+    def unavailable(path):
+        raise tf.errors.UnavailableError(None, None, f"{path}: 503 Service Unavailable")
+
+    monkeypatch.setattr(tf.io.gfile, "makedirs", unavailable)
+    with pytest.raises(tf.errors.UnavailableError) as failed:
+        checkpointing.prepare_model_dir(f"ram://{tmp_path.name}/run")
+    assert is_transient(failed.value)  # exit 142, not 2
 
 
 def test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over(

@@ -133,7 +133,8 @@ def test_a_preemption_is_requeued_every_time_and_not_counted(job):
         status, requeued, [line] = job(*ended_by(143))
         assert (status, requeued) == (0, True)
         assert line.startswith("train.sbatch: exit 143 (preempted after saving")
-        assert line.endswith("requeued; not counted, 3 of MAX_RETRIES=3 retries left")
+        # The default limit is an outer bound: the trainer budgets by progress.
+        assert line.endswith("requeued; not counted, 100 of MAX_RETRIES=100 retries left")
 
 
 @pytest.mark.parametrize(
@@ -148,11 +149,11 @@ def test_a_preemption_is_requeued_every_time_and_not_counted(job):
 )
 def test_a_stall_or_a_kill_is_requeued_max_retries_times_then_ends_the_job(job, cause, why):
     for left in (2, 1, 0):
-        status, requeued, [line] = job(*ended_by(cause))
+        status, requeued, [line] = job(*ended_by(cause), MAX_RETRIES="3")
         assert (status, requeued) == (0, True)
         assert line.startswith(f"train.sbatch: exit {cause} ({why}")
         assert line.endswith(f"requeued, {left} of MAX_RETRIES=3 retries left")
-    status, requeued, [line] = job(*ended_by(cause))
+    status, requeued, [line] = job(*ended_by(cause), MAX_RETRIES="3")
     assert (status, requeued) == (cause, False)
     assert line.endswith("not requeued, all MAX_RETRIES=3 retries used")
 

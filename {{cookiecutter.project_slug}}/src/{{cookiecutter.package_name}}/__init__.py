@@ -3,6 +3,7 @@
 import os
 {%- endif %}
 import re
+import sys
 import time
 
 # Imported first by every command: what `seconds_to_first_step` counts from.
@@ -14,8 +15,62 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 {%- endif %}
 
 
+# The exit status of a run stopped for want of progress: a stall (watchdog.py),
+# or infrastructure that failed this time (a transient error): 128 + SIGALRM, a
+# timer ran out. Retryable: the restart resumes from the last checkpoint.
+STALLED_EXIT_STATUS = 142
+# TensorFlow's errors for infrastructure that failed this time, by class name:
+# storage or a peer that did not answer, a device or collective library's
+# internal error (NCCL, cuDNN), memory, a read that failed its checksum and that
+# a scan of the files did not confirm (sources.py). Exit 2 would end the run for
+# good; any other error of TensorFlow's is a bug (exit 1, its traceback).
+TRANSIENT_OP_ERRORS = (
+    "UnavailableError",
+    "DeadlineExceededError",
+    "AbortedError",
+    "CancelledError",
+    "InternalError",
+    "UnknownError",
+    "ResourceExhaustedError",
+    "DataLossError",
+)
+
+
+# Called with (exit status, cause, whether a SIGTERM ended it) as the process
+# ends, however it ends (the watchdog's and the SIGTERM thread's os._exit too):
+# attempts.py records how the attempt ended.
+LAST_WORDS = []
+
+
 class TrainerError(Exception):
     """A problem the user can fix; str() is the one-line message the CLI prints."""
+
+    exit_status = 2
+
+
+class TransientError(Exception):
+    """Infrastructure that failed this time (storage that did not answer, a
+    worker that cannot read what its peers read); str() is the one-line message.
+    The command exits with `exit_status`, for the job to be restarted."""
+
+    exit_status = STALLED_EXIT_STATUS
+
+
+def last_words(status, cause, sigterm=False):
+    for say in LAST_WORDS:
+        say(status, cause, sigterm)
+
+
+def is_transient(err):
+    """Whether `err` is infrastructure that failed this time (see above)."""
+    if isinstance(err, TransientError):
+        return True
+    tensorflow = sys.modules.get("tensorflow")  # a TensorFlow error needs it loaded
+    return (
+        tensorflow is not None
+        and isinstance(err, tensorflow.errors.OpError)
+        and type(err).__name__ in TRANSIENT_OP_ERRORS
+    )
 
 
 def first_line(err, limit=300):

@@ -28,7 +28,7 @@ from tensorflow.core.protobuf.trackable_object_graph_pb2 import TrackableObjectG
 # The state file's format: TensorFlow's own, which it offers no public name for.
 from tensorflow.python.training.checkpoint_state_pb2 import CheckpointState
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line
+from {{ cookiecutter.package_name }} import TrainerError, TransientError, first_line
 {%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.strategy import is_chief
 {%- endif %}
@@ -81,10 +81,10 @@ class CheckpointError(TrainerError):
     pass
 
 
-class StorageUnavailable(Exception):
-    """The checkpoints' storage did not answer READ_ATTEMPTS reads: the run stops
-    to be restarted (cli: STALLED_EXIT_STATUS), rather than pass over a
-    checkpoint that is not damaged."""
+class StorageUnavailable(TransientError):
+    """The checkpoints' storage did not answer READ_ATTEMPTS reads, or a worker
+    could not read what its peers read: the run stops to be restarted, rather
+    than pass over a checkpoint that is not damaged."""
 
 
 class Progress:
@@ -260,6 +260,18 @@ class Checkpoints:
         except Exception as err:  # any error: the others are told, then it is raised
             outcome, failure = REFUSED, err
         steps = self.every_worker(outcome)
+        refused = [worker for worker, step in enumerate(steps) if step == REFUSED]
+        read = [worker for worker, step in enumerate(steps) if step >= 0]
+        if refused and read:
+            # Its peers read the same checkpoints: that worker's storage is at
+            # fault, not the model, and a restart may read them.
+            if failure is not None:
+                log.warning("%s", failure)
+            raise StorageUnavailable(
+                f"worker {refused[0]} could not read the checkpoints in {self.restore_dir}"
+                f" that worker {read[0]} restored: its storage is at fault, not the model"
+                " - its log says why; restarting the job reads them again"
+            )
         if failure is not None:
             raise failure
         failed = [worker for worker, step in enumerate(steps) if step in (UNAVAILABLE, REFUSED)]
@@ -320,11 +332,11 @@ class Checkpoints:
 
         _, agreed = self.on_every_worker(common_one)
         if len(set(agreed)) != 1:
-            raise CheckpointError(
+            raise StorageUnavailable(
                 f"the workers restored different checkpoints ({describe_steps(steps)}) and"
-                f" not every worker can read the one at step {common} - check the storage of"
-                f" {self.restore_dir}, or delete its newest checkpoint to resume from the"
-                " one before"
+                f" not every worker can read the one at step {common}: their storage is at"
+                " fault - restarting the job reads them again (should it recur, check the"
+                f" storage of {self.restore_dir})"
             )
         log.warning(
             "the workers restored different checkpoints (%s): every worker resumes from step %d",
@@ -390,8 +402,18 @@ class Checkpoints:
         return True
 
     def save(self):
-        """Save at the current global step (its number names the checkpoint)."""
-        return self.manager.save(checkpoint_number=int(self.progress.global_step.numpy()))
+        """Save at the current global step (its number names the checkpoint).
+        Storage that does not answer stops the run retryably: the restart saves
+        again from the last checkpoint (told apart from a lost peer's error)."""
+        step = int(self.progress.global_step.numpy())
+        try:
+            return self.manager.save(checkpoint_number=step)
+        except TRANSIENT_ERRORS as err:
+            raise StorageUnavailable(
+                f"the storage did not answer the save of global step {step} to"
+                f" {self.manager.directory} ({first_line(err, 200)}) - restarting the job"
+                " saves again from the last checkpoint"
+            ) from None
 
 
 def variables_signature(model):
@@ -552,6 +574,8 @@ def prepare_remote_dir(model_dir):
         with tf.io.gfile.GFile(probe, "wb") as handle:
             handle.write(b"0" * 4096)
         tf.io.gfile.remove(probe)
+    except TRANSIENT_ERRORS:
+        raise  # the storage did not answer this time: retryable (cli)
     except tf.errors.OpError as err:
         raise CheckpointError(
             f"cannot write to the model directory {model_dir} ({first_line(err.message)})"

@@ -13,7 +13,21 @@ import time
 from pathlib import Path
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import TrainerError{% if cookiecutter.data_source == "tfrecord" %}, data_commands{% endif %}{% if cookiecutter.distribution == "multi_worker" %}, launch{% endif %}, preemption
+from {{ cookiecutter.package_name }} import (
+    STALLED_EXIT_STATUS,
+    TrainerError,
+    TransientError,
+{%- if cookiecutter.data_source == "tfrecord" %}
+    data_commands,
+{%- endif %}
+    first_line,
+    is_transient,
+    last_words,
+{%- if cookiecutter.distribution == "multi_worker" %}
+    launch,
+{%- endif %}
+    preemption,
+)
 from {{ cookiecutter.package_name }}.arguments import (
     ArgumentParser,
     add_subcommand,
@@ -141,19 +155,15 @@ def config_overrides(args):
 
 def train_to_exit_status(config, strategy):
     """Train; 0 when the run is done, PREEMPTED_EXIT_STATUS when it saved and
-    stopped for a SIGTERM, STALLED_EXIT_STATUS when the checkpoints' storage did
-    not answer (the watchdog exits with it from its own thread on a stall)."""
-    from {{ cookiecutter.package_name }}.checkpointing import StorageUnavailable
-    from {{ cookiecutter.package_name }}.controller import STALLED_EXIT_STATUS, Preempted
+    stopped for a SIGTERM (the watchdog exits STALLED_EXIT_STATUS from its own
+    thread on a stall)."""
+    from {{ cookiecutter.package_name }}.controller import Preempted
     from {{ cookiecutter.package_name }}.training import train
 
     try:
         train(config, strategy)
     except Preempted:
         return preemption.PREEMPTED_EXIT_STATUS
-    except StorageUnavailable as err:
-        print(f"error: {err}", file=sys.stderr)
-        return STALLED_EXIT_STATUS
     return 0
 
 
@@ -193,8 +203,30 @@ def main(argv=None):
             # Before TensorFlow loads: a preemption notice during start-up counts too.
             preemption.catch_from_start()
             start_tensorflow(args.verbose)
-        return args.handler(args)
-    except TrainerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        status = args.handler(args)
+        if status == preemption.PREEMPTED_EXIT_STATUS:
+            last_words(status, "preempted: saved after SIGTERM", sigterm=True)
+        else:
+            last_words(status, "finished" if status == 0 else "a check failed")
+        return status
+    except (TrainerError, TransientError) as err:
+        message, status = str(err), err.exit_status
+    except Exception as err:
+        if not is_transient(err):
+            last_words(1, f"{type(err).__name__}: {first_line(err)}")
+            raise
+        message, status = transient_message(err), STALLED_EXIT_STATUS
+    print(f"error: {message}", file=sys.stderr)
+    last_words(status, message)
+    return status
+
+
+def transient_message(err):
+    """One line for infrastructure that failed this time."""
+    if isinstance(err, TransientError):
+        return str(err)
+    return (
+        f"{type(err).__name__}: {first_line(err)} - the storage, the network or a device"
+        f" failed; exiting {STALLED_EXIT_STATUS}: the restart resumes from the last checkpoint"
+    )
 {% include "cli/" ~ cookiecutter.distribution ~ ".py" %}

@@ -131,6 +131,13 @@ class TrainConfig:
         " evaluation makes no progress for this many seconds (more for slow ones)",
         commands=("train",),
     )
+    # Only the trainer knows whether a restart moved the run on (attempts.py).
+    no_progress_attempts: int = setting(
+        3,
+        "stop the run (exit 1, which no launcher restarts) when this many attempts in a"
+        " row started from the same checkpoint and did not end in a SIGTERM",
+        commands=("train",),
+    )
     deterministic: bool = setting(
         False, "deterministic kernels: bit-identical reruns and resumes on GPUs too"
     )
@@ -278,6 +285,7 @@ POSITIVE_FIELDS = (
     "checkpoint_every",
     "steps_per_call",
     "stall_timeout",
+    "no_progress_attempts",
 {%- if cookiecutter.distribution == "mirrored" %}
     "cpu_replicas",
 {%- endif %}

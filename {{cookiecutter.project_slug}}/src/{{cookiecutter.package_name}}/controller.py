@@ -26,7 +26,13 @@ import time
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import PROCESS_STARTED, TrainerError, preemption, write_atomically
+from {{ cookiecutter.package_name }} import (
+    PROCESS_STARTED,
+    TrainerError,
+    preemption,
+    write_atomically,
+)
+from {{ cookiecutter.package_name }}.attempts import NoProgress
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
@@ -35,11 +41,6 @@ from {{ cookiecutter.package_name }}.task import METRIC_NAME
 
 log = logging.getLogger(__name__)
 
-# The exit status of a run stopped for want of progress (a stall, storage that
-# does not answer): 128 + SIGALRM, a timer ran out. Retryable, but counted by
-# every launcher's limit (the README's restart table): a cause that recurs, a
-# bad NIC or a dead mount, would otherwise hold the job's nodes forever.
-STALLED_EXIT_STATUS = 142
 # A SIGTERM waits for the running call, then the save: calls longer than this
 # leave too little of the 120 s the cluster files give before the kill.
 SLOW_CALL_SECONDS = 60.0
@@ -47,6 +48,7 @@ SLOW_CALL_SECONDS = 60.0
 A_PEER = "a worker that stopped or cannot be reached (a collective waits for every replica)"
 A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
 A_PEER_OR_STORAGE = A_PEER + ", or the file system"
+A_STORAGE = "the file system"
 A_BUILD_OR_INPUT = "building the model's copy, or an input pipeline that stopped producing"
 
 
@@ -79,6 +81,8 @@ class Controller:
                     ended: FINISHED (with the summary), KILLED (preempted) or
                     FAILED (tracking.py)
     watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
+    attempts        the chief's record of the run's attempts, which stops a run that
+                    makes no progress (attempts.py); None on the other workers
     profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
     """
@@ -98,6 +102,7 @@ class Controller:
         learning_rate,
         tracker,
         watchdog,
+        attempts,
         profile,
         model_dir,
         write_dir,
@@ -116,6 +121,7 @@ class Controller:
         self.profile = profile
         self.tracker = tracker
         self.watchdog = watchdog
+        self.attempts = attempts
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = write_dir
         self.weights_finite = make_finite_check(engine.model.trainable_variables)
@@ -123,7 +129,6 @@ class Controller:
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
         self.warned_slow_call = False
-        self.just_rolled_back = False  # no call has trained since the last rollback
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
@@ -150,6 +155,7 @@ class Controller:
             # After every refusal: a refused rerun leaves the run's settings as they were.
             if is_chief(self.strategy):
                 self.settings.keep()
+            self.check_progress()
             with PreemptionWatch(self.strategy) as watch:
                 epoch, step = self.progress.position
                 if epoch < self.config.epochs:
@@ -171,11 +177,22 @@ class Controller:
             status = "KILLED"
             raise
         finally:
+            if self.attempts is not None:
+                self.attempts.ended(status)
             self.profile.stop()
             self.tracker.end(status, summary)
             self.watchdog.stop()
             # A worker's scratch copies are never read: gone however the run ends.
             remove_worker_dir(self.write_dir, self.model_dir)
+
+    def check_progress(self):
+        """Record this attempt (the chief) and stop, on every worker alike, when
+        the run's last attempts made no progress (attempts.py)."""
+        stop = self.attempts.start(self.global_step) if self.attempts else None
+        if any(self.checkpoints.every_worker(int(stop is not None))):
+            raise NoProgress(
+                stop or "the run's last attempts made no progress - the chief's log says which"
+            )
 
     def train_epoch(self, iterator, watch):
         epoch, step = self.progress.position
@@ -193,8 +210,12 @@ class Controller:
                     loss, metric = self.engine.train(iterator, tf.constant(count))
                     loss = float(loss)  # the host waits here, once per call
             except tf.errors.OpError as err:
-                # The source tells a bad record (and names its file) from other errors.
-                named = self.plan.train.read_error(err, epoch, step)
+                # The source tells a bad record (and names its file) from other errors,
+                # by reading the files: bounded by how long it goes without progress.
+                with self.watchdog.watching(
+                    "data check", "looking for a corrupt training file", A_STORAGE
+                ):
+                    named = self.plan.train.read_error(err, epoch, step, self.watchdog.progress)
                 if named is None:
                     raise
                 raise named from None
@@ -202,8 +223,8 @@ class Controller:
             blow_up = self.blow_up(loss, epoch, step + count)
             if blow_up:
                 step = self.recover(blow_up, epoch, step + count)
+                interval.reset()  # its steps were undone
                 continue
-            self.just_rolled_back = False
             seconds = time.perf_counter() - started
             if self.seconds_to_first_step is None:
                 self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
@@ -238,6 +259,13 @@ class Controller:
                 log.info("preempted: saved epoch %d step %d", epoch, step)
                 raise Preempted(f"saved epoch {epoch} step {step}")
         loss, metric = self.progress.epoch_means()
+        if self.progress.skipped.numpy() == steps:
+            # Skipping batches did not help: the run would end "done" and untrained.
+            raise TrainingError(
+                f"every step of epoch {epoch + 1} was rolled back and skipped: the loss does"
+                " not recover when batches are skipped - check the data for values that are"
+                " not finite, or lower --learning-rate; the last good checkpoint is kept"
+            )
         self.progress.finish_epoch(loss)
         self.record(interval)
         self.save()
@@ -280,14 +308,6 @@ class Controller:
                 f" the data{'' if trials else ', or roll back and skip with --recovery-trials N'};"
                 " the last good checkpoint is kept"
             )
-        if self.just_rolled_back:
-            # Not a spike that its batches caused: skipping them did not help, and
-            # rolling back call after call would end the run "done" and untrained.
-            raise TrainingError(
-                f"{blow_up}, in the first call after a rollback: the loss does not recover"
-                " when batches are skipped - check the data for values that are not finite,"
-                " or lower --learning-rate; the last good checkpoint is kept"
-            )
         with self.watchdog.watching("restore", "rolling back to a checkpoint", A_PEER_OR_STORAGE):
             self.checkpoints.restore()
         back_epoch, back_step = self.progress.position
@@ -298,7 +318,6 @@ class Controller:
                 " by running the same command again"
             )
         self.progress.rolled_back(step - back_step, recoveries + 1)
-        self.just_rolled_back = True
         log.warning(
             "%s: rolled back to the checkpoint at step %d and skipped the %d steps since"
             " it (recovery %d of %d)",

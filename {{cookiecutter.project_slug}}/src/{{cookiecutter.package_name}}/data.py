@@ -60,8 +60,9 @@ class Source(typing.Protocol):
     def parse(self, records, keys=None):
         """A batch of records -> (inputs, labels); `keys`: training's augmentation keys."""
 
-    def read_error(self, err, epoch, step) -> Exception | None:
-        """What to stop with when a training step failed with `err` (None: not the data)."""
+    def read_error(self, err, epoch, step, on_progress) -> Exception | None:
+        """What to stop with when a training step failed with `err` (None: not the
+        data); a search through the files calls on_progress() as it goes."""
 
     def statistics(self) -> dict:
         """task.statistics_from over these records (the training source's go into the model)."""
@@ -90,9 +91,9 @@ class ArraySource:
         labels = tf.gather(self.labels, rows)
         return task.prepare_batch(inputs, keys), labels
 
-    def read_error(self, err, epoch, step):
+    def read_error(self, err, epoch, step, on_progress):
         """Rows in memory: a failed step is never a bad record."""
-        del err, epoch, step
+        del err, epoch, step, on_progress
 
     def statistics(self):
         """Summed over the rows in memory, as evaluation prepares them."""

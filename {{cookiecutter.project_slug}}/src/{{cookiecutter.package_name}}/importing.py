@@ -41,7 +41,7 @@ import random
 {% if cookiecutter.task == "tabular" %}import numpy as np
 {% endif %}import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, manifest
+from {{ cookiecutter.package_name }} import TrainerError, manifest, preemption
 from {{ cookiecutter.package_name }}.startup import start_tensorflow
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
@@ -100,16 +100,22 @@ def run_all(write, jobs, workers):
         write_in_processes(write, jobs, workers)
 
 
+def start_conversion_process():
+    """SIGTERM ends a conversion process, as by default (it inherits the command's
+    blocked mask: preemption.py); TensorFlow starts as quietly as in the command,
+    before anything that loads it is imported."""
+    preemption.default_sigterm()
+    start_tensorflow(False)
+
+
 def write_in_processes(write, jobs, workers):
     """write(source, target) for each job, in `workers` processes; the first
     failure cancels the jobs not yet started (on ImageNet, hours of shards) and is
     raised once the running ones end."""
     # spawn, not fork: a forked copy of a process running TensorFlow's threads can hang.
     context = multiprocessing.get_context("spawn")
-    # Each process starts TensorFlow as quietly as the command, before it imports
-    # anything that loads it.
     with concurrent.futures.ProcessPoolExecutor(
-        workers, mp_context=context, initializer=start_tensorflow, initargs=(False,)
+        workers, mp_context=context, initializer=start_conversion_process
     ) as pool:
         written = [pool.submit(write, *job) for job in jobs]
         try:

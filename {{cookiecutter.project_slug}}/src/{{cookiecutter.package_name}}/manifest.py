@@ -84,7 +84,13 @@ class Shard:
 
 
 def check_data_dir(data_dir):
-    if not tf.io.gfile.isdir(data_dir):
+    # Not tf.io.gfile.isdir: it answers False for any error, and storage that did
+    # not answer this time would read as "does not exist" (exit 2, for good).
+    try:
+        is_directory = tf.io.gfile.stat(data_dir).is_directory
+    except tf.errors.NotFoundError:
+        is_directory = False
+    if not is_directory:
         raise ManifestError(
             f"data directory {data_dir} does not exist - create it with"
             f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}` or pass --data-dir"
@@ -443,16 +449,19 @@ def check_shard_labels(shard, label_offset):
     raise ManifestError(f"{shard.path}: {problem}{hint}")
 
 
-def first_corrupt_file(paths, threads=READ_THREADS):
+def first_corrupt_file(paths, threads=READ_THREADS, on_progress=None):
     """The first of `paths`, in the order given, with a record that fails its
     checksum or that task.describe_batch cannot read; None if all are intact. Reads
-    `threads` files at a time and stops at the first group with a corrupt one."""
+    `threads` files at a time and stops at the first group with a corrupt one;
+    calls on_progress() after each group read whole."""
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         for start in range(0, len(paths), threads):
             group = paths[start : start + threads]
             for path, intact in zip(group, pool.map(is_intact, group), strict=True):
                 if not intact:
                     return path
+            if on_progress is not None:
+                on_progress()
     return None
 
 

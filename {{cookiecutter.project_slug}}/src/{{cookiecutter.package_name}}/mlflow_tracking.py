@@ -103,7 +103,12 @@ def tracking_uri(config):
     uri = config.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri and not is_tracking_uri(uri):
         raise TrackingError(bad_tracking_uri("MLFLOW_TRACKING_URI", uri))
-    return uri or "sqlite:///" + os.path.abspath(DEFAULT_STORE)
+    return uri or default_tracking_uri()
+
+
+def default_tracking_uri():
+    """Where a run records with no URI given: a SQLite file in the working directory."""
+    return "sqlite:///" + os.path.abspath(DEFAULT_STORE)
 
 
 def without_password(uri):
@@ -194,6 +199,14 @@ class MlflowTracker:
         self.tensorboard = tensorboard
         self.uri = tracking_uri(config)
         self.shown_uri = without_password(self.uri)
+        if int(params["workers"]) > 1 and self.uri == default_tracking_uri():
+            log.warning(
+                "MLflow records into %s on the chief's own disk: in a cluster's pod it is lost"
+                " with the pod, and each restart starts another MLflow run - set"
+                " MLFLOW_TRACKING_URI (the manifests' # TRACKING_URI line) or --tracking-uri"
+                " to the team's server",
+                self.shown_uri,
+            )
         self.experiment = experiment_name(config)
         self.model_dir = model_dir
         self.state_path = os.path.join(model_dir, STATE_FILE)

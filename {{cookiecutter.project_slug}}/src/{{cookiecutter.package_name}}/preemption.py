@@ -23,6 +23,8 @@ import os
 import signal
 import threading
 
+from {{ cookiecutter.package_name }} import last_words
+
 log = logging.getLogger(__name__)
 
 # 128 + SIGTERM: what the JobSet, the TFJob and the sbatch script restart on
@@ -46,26 +48,41 @@ notice = Notice()
 
 
 def catch_from_start():
-    """Handle SIGTERM from now on, for the whole process (from the main thread)."""
+    """Handle SIGTERM from now on, for the whole process (from the main thread,
+    before any other thread starts)."""
     if notice.caught_from_start or threading.current_thread() is not threading.main_thread():
         return
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    # Python's C-level handler writes each signal's number here as it arrives;
-    # its Python-level one would run only once the main thread leaves TensorFlow.
-    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    # A handler, or the kernel never delivers SIGTERM to a PID 1. Blocked in every
+    # thread (TensorFlow's, started later, inherit the mask), so that no handler
+    # runs: making a MultiWorkerMirroredStrategy installs one of TensorFlow's own
+    # that only notes the signal (the process would train on through a preemption
+    # notice). The thread below takes it from the pending ones at once, even while
+    # the main thread is inside TensorFlow, where Python's handler would wait.
+    signal.signal(signal.SIGTERM, noted)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     # TensorFlow's start-up runs with standard error captured (startup.py): the
     # last line goes to the real one.
     notice.stderr = os.dup(2)
-    threading.Thread(target=act_on_signals, args=(read_end,), name="sigterm", daemon=True).start()
+    threading.Thread(target=take_sigterms, name="sigterm", daemon=True).start()
     notice.caught_from_start = True
 
 
-def act_on_signals(read_end):
+def noted(signum, frame):
+    """The handler that makes SIGTERM deliverable. Blocked, it does not run; should
+    a thread started before catch_from_start take the signal, it acts, later."""
+    on_sigterm()
+
+
+def take_sigterms():
     while True:
-        if signal.SIGTERM in os.read(read_end, 64):
-            on_sigterm()
+        signal.sigwait({signal.SIGTERM})
+        on_sigterm()
+
+
+def default_sigterm():
+    """In a process this one starts (it inherits the blocked mask): SIGTERM ends
+    it, as by default."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def on_sigterm():
@@ -79,6 +96,7 @@ def on_sigterm():
         " nothing to save, exiting %d",
         PREEMPTED_EXIT_STATUS,
     )
+    last_words(PREEMPTED_EXIT_STATUS, "preempted: nothing to save", sigterm=True)
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(PREEMPTED_EXIT_STATUS)

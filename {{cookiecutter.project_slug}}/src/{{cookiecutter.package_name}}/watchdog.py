@@ -8,7 +8,7 @@ of work that can wait on others (a call of steps, a save, an evaluation, the
 workers' preemption check) under the watchdog. One that outlasts its bound
 makes the watchdog write every thread's stack to the log (faulthandler), one
 line saying where the run was stuck and the likely cause, and exit with 142
-(controller.STALLED_EXIT_STATUS): what the scheduler restarts a bounded number
+(STALLED_EXIT_STATUS, in __init__.py): what the scheduler restarts a bounded number
 of times (Slurm requeues, a TFJob or JobSet restarts the pods), and the run
 resumes from its last checkpoint.
 
@@ -28,6 +28,8 @@ import os
 import sys
 import threading
 import time
+
+from {{ cookiecutter.package_name }} import last_words
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class Watchdog:
         # The main thread is blocked inside TensorFlow: only an exit from here ends it.
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         log.error("%s", message)
+        last_words(self.exit_status, message)
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(self.exit_status)

@@ -1,0 +1,145 @@
+"""The run's attempts, and a restart budget counted in progress, not restarts.
+
+A launcher that counts restarts cannot tell a bad node that fails every attempt
+from a multi-day run on spot nodes that is preempted often but moves on each
+time: only the trainer knows. The chief keeps MODEL_DIR/attempts.json: each
+attempt, the global step it started from, and how it ended where it could say
+(a kill, an out-of-memory or a lost node leave no end). An attempt made
+progress when the next one starts from a later checkpoint. A SIGTERM is never
+counted (a preemption is not the run's fault), and an attempt that ended 0, 1 or
+2 (a person then started the next) starts the count again. When the last
+`limit` counted attempts all started where this one starts, the run stops with
+one line naming each one's cause, and exit status 1, which no launcher restarts:
+the launchers restart every other status, their own limits only an outer bound
+(the README's restart table).
+"""
+
+import datetime
+import json
+import logging
+import os
+import socket
+import threading
+
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import LAST_WORDS, TrainerError, write_atomically
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS_FILE = "attempts.json"
+# The newest attempts kept in the file (a run restarted for weeks stays small).
+KEEP_ATTEMPTS = 100
+# How long the end of an attempt waits for the file to be written: it is the
+# last thing a process does, and storage that hangs must not keep it alive.
+END_WRITE_SECONDS = 5.0
+# The end of an attempt that a person, not a launcher, follows up.
+FINAL_STATUSES = (0, 1, 2)
+# The controller's view of a run's end (tracking.py's statuses): exit status,
+# cause, whether a SIGTERM ended it.
+RUN_ENDS = {
+    "FINISHED": (0, "finished", False),
+    "KILLED": (143, "preempted: saved after SIGTERM", True),
+    "FAILED": (1, "failed", False),
+}
+
+
+class NoProgress(TrainerError):
+    """The run made no progress in its last attempts: a person must look."""
+
+    exit_status = 1
+
+
+class Attempts:
+    """The record in `model_dir` (a local path or a URL), written by the chief."""
+
+    def __init__(self, model_dir, limit):
+        self.path = os.path.join(model_dir, ATTEMPTS_FILE)
+        self.limit = limit
+        self.attempts = []
+        self.current = None
+
+    def start(self, from_step):
+        """Record an attempt from global step `from_step`; return the line to stop
+        with when the last `limit` counted attempts made no progress, else None."""
+        self.attempts = read_attempts(self.path)
+        stuck = self.stuck_at(from_step)
+        self.current = {
+            "number": self.attempts[-1]["number"] + 1 if self.attempts else 1,
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "from_step": from_step,
+        }
+        self.attempts = [*self.attempts, self.current][-KEEP_ATTEMPTS:]
+        if len(stuck) < self.limit:
+            self.write()
+            LAST_WORDS.append(self.end)
+            return None
+        self.current.update(status=NoProgress.exit_status, cause="stopped: no progress")
+        self.write()
+        causes = "; ".join(f"attempt {a['number']}: {describe_end(a)}" for a in stuck)
+        return (
+            f"the last {len(stuck)} attempts of this run made no progress, each started from"
+            f" global step {from_step} ({causes}) - find and fix the cause (a node, the storage,"
+            " memory), then run the same command again; --no-progress-attempts sets how many"
+            " are allowed"
+        )
+
+    def stuck_at(self, from_step):
+        """The attempts since the last one a person followed up, counted (not a
+        SIGTERM) and started from `from_step` like this one, newest last; empty
+        when any of them was followed by one that started elsewhere."""
+        stuck = []
+        for attempt in reversed(self.attempts):
+            if attempt.get("status") in FINAL_STATUSES or attempt["from_step"] != from_step:
+                break
+            if not attempt.get("sigterm"):
+                stuck.insert(0, attempt)
+        return stuck
+
+    def ended(self, run_status):
+        """How the run ended as the controller saw it (FINISHED, KILLED after a
+        save, FAILED), unless already said: the command's own end, which comes
+        later, says more (an exit status), and a run used as a library says no
+        more."""
+        if self.current is not None and "status" not in self.current:
+            self.end(*RUN_ENDS[run_status])
+
+    def end(self, status, cause, sigterm=False):
+        """How this attempt ended: recorded before the process exits, within
+        END_WRITE_SECONDS (it may be called from any thread)."""
+        self.current.update(status=status, cause=cause, sigterm=sigterm)
+        writer = threading.Thread(target=self.write, name="attempts", daemon=True)
+        writer.start()
+        writer.join(END_WRITE_SECONDS)
+
+    def write(self):
+        try:
+            write_atomically(self.path, json.dumps({"attempts": self.attempts}, indent=1) + "\n")
+        except (OSError, tf.errors.OpError) as err:
+            log.warning("could not record the attempt in %s (%s)", self.path, err)
+
+
+def read_attempts(path):
+    """The attempts recorded at `path`, oldest first ([] for none, or a damaged
+    file: the budget then counts from here)."""
+    try:
+        if not tf.io.gfile.exists(path):
+            return []
+        with tf.io.gfile.GFile(path) as handle:
+            attempts = json.load(handle)["attempts"]
+        if all(
+            isinstance(a.get("from_step"), int) and isinstance(a.get("number"), int)
+            for a in attempts
+        ):
+            return attempts
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, UnicodeDecodeError):
+        pass
+    log.warning("%s cannot be read: the count of attempts without progress starts again", path)
+    return []
+
+
+def describe_end(attempt):
+    if "status" not in attempt:
+        return "no end recorded: killed (out of memory, SIGKILL after the grace period) or lost"
+    return f"exit {attempt['status']} ({attempt['cause']})"
