@@ -5,8 +5,7 @@ LOST_PEER_EXIT_DELAY_SECONDS = 5
 
 
 class LostPeer(TransientError):
-    """A peer stopped answering: retryable, like a preemption (exit 143), and
-    counted by the restart budget (attempts.py) like any end but a SIGTERM."""
+    """A peer stopped answering: retryable, like a preemption (exit 143)."""
 
     exit_status = preemption.PREEMPTED_EXIT_STATUS
 

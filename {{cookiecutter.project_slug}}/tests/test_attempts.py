@@ -1,5 +1,5 @@
 """The restart budget: attempts that made no progress stop the run, attempts
-that did, and preemptions, never do (attempts.py)."""
+that did never do (attempts.py)."""
 
 import json
 
@@ -16,13 +16,13 @@ def no_last_words():
     LAST_WORDS.clear()
 
 
-def attempt(model_dir, from_step, status=None, cause="", sigterm=False, limit=3):
+def attempt(model_dir, from_step, status=None, cause="", limit=3):
     """Start an attempt from `from_step`; end it as given (None: killed, no end).
     Returns the line it stopped with, or None."""
     attempts = Attempts(str(model_dir), limit)
     stop = attempts.start(from_step)
     if stop is None and status is not None:
-        attempts.end(status, cause, sigterm)
+        attempts.end(status, cause)
     return stop
 
 
@@ -57,15 +57,15 @@ def test_an_attempt_that_moved_the_checkpoint_on_is_free(tmp_path):
     assert attempt(tmp_path, 100) is not None  # the 3 before it from step 100 too
 
 
-def test_a_sigterm_is_never_counted(tmp_path):
-    # Preempted during start-up, attempt after attempt (nothing to save).
-    for _ in range(5):
-        assert attempt(tmp_path, 40, 143, "preempted: nothing to save", sigterm=True) is None
-    assert attempt(tmp_path, 40, 142, "stalled") is None
-    assert attempt(tmp_path, 40, 143, "preempted: nothing to save", sigterm=True) is None
-    assert attempt(tmp_path, 40, 142, "stalled") is None
-    assert attempt(tmp_path, 40, 142, "stalled") is None
-    assert "the last 3 attempts" in attempt(tmp_path, 40)
+def test_a_preemption_that_saved_is_progress_and_one_with_nothing_to_save_counts(tmp_path):
+    for step in (40, 44, 48):  # saved after SIGTERM: each attempt starts further on
+        assert attempt(tmp_path, step, 143, "preempted: saved after SIGTERM") is None
+    # A SIGTERM before the first step is what the launcher sends the chief when
+    # another worker's node died: it counts like any end.
+    assert attempt(tmp_path, 52, 143, "SIGTERM with nothing to save") is None
+    assert attempt(tmp_path, 52, 143, "SIGTERM with nothing to save") is None
+    assert attempt(tmp_path, 52, 143, "SIGTERM with nothing to save") is None
+    assert "the last 3 attempts" in attempt(tmp_path, 52)
 
 
 @pytest.mark.parametrize("status", [0, 1, 2])

@@ -303,11 +303,11 @@ def test_sigkill_of_one_worker_mid_call_then_sigterm_during_the_resumes_skip(com
     assert "nothing to save, exiting 143" in job.outputs[1][0]
 
 
-# The project's command on a worker whose training input stops for good after 30
+# The project's command on a worker whose training input stops for good after 10
 # batches (a read that never returns).
 HANGING_INPUT = SLOW_INPUT.replace(
     "    time.sleep(0.5)",
-    "    late.count = getattr(late, 'count', 0) + 1\n    if late.count > 30:\n"
+    "    late.count = getattr(late, 'count', 0) + 1\n    if late.count > 10:\n"
     "        time.sleep(3600)",
 )
 

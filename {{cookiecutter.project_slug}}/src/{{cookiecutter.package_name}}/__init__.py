@@ -36,7 +36,7 @@ TRANSIENT_OP_ERRORS = (
 )
 
 
-# Called with (exit status, cause, whether a SIGTERM ended it) as the process
+# Called with (exit status, cause) as the process
 # ends, however it ends (the watchdog's and the SIGTERM thread's os._exit too):
 # attempts.py records how the attempt ended.
 LAST_WORDS = []
@@ -56,9 +56,9 @@ class TransientError(Exception):
     exit_status = STALLED_EXIT_STATUS
 
 
-def last_words(status, cause, sigterm=False):
+def last_words(status, cause):
     for say in LAST_WORDS:
-        say(status, cause, sigterm)
+        say(status, cause)
 
 
 def is_transient(err):

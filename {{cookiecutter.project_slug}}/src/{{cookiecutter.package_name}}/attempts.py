@@ -5,13 +5,15 @@ from a multi-day run on spot nodes that is preempted often but moves on each
 time: only the trainer knows. The chief keeps MODEL_DIR/attempts.json: each
 attempt, the global step it started from, and how it ended where it could say
 (a kill, an out-of-memory or a lost node leave no end). An attempt made
-progress when the next one starts from a later checkpoint. A SIGTERM is never
-counted (a preemption is not the run's fault), and an attempt that ended 0, 1 or
-2 (a person then started the next) starts the count again. When the last
-`limit` counted attempts all started where this one starts, the run stops with
-one line naming each one's cause, and exit status 1, which no launcher restarts:
-the launchers restart every other status, their own limits only an outer bound
-(the README's restart table).
+progress when the next one starts from a later checkpoint: a preemption that
+saved always does. An attempt that ended 0, 1 or 2 (a person then started the
+next) starts the count again. When the last `limit` attempts all started where
+this one starts, the run stops with one line naming each one's cause, and exit
+status 1, which no launcher restarts: the launchers restart every other status,
+their own limits only an outer bound (the README's restart table). A SIGTERM
+with nothing to save counts like any other end: when a worker dies, the
+launcher stops the others with one, so it is often what the chief sees of a
+node that dies on every attempt.
 """
 
 import datetime
@@ -35,12 +37,11 @@ KEEP_ATTEMPTS = 100
 END_WRITE_SECONDS = 5.0
 # The end of an attempt that a person, not a launcher, follows up.
 FINAL_STATUSES = (0, 1, 2)
-# The controller's view of a run's end (tracking.py's statuses): exit status,
-# cause, whether a SIGTERM ended it.
+# The controller's view of a run's end (tracking.py's statuses): exit status, cause.
 RUN_ENDS = {
-    "FINISHED": (0, "finished", False),
-    "KILLED": (143, "preempted: saved after SIGTERM", True),
-    "FAILED": (1, "failed", False),
+    "FINISHED": (0, "finished"),
+    "KILLED": (143, "preempted: saved after SIGTERM"),
+    "FAILED": (1, "failed"),
 }
 
 
@@ -86,15 +87,14 @@ class Attempts:
         )
 
     def stuck_at(self, from_step):
-        """The attempts since the last one a person followed up, counted (not a
-        SIGTERM) and started from `from_step` like this one, newest last; empty
-        when any of them was followed by one that started elsewhere."""
+        """The attempts since the last one a person followed up that started from
+        `from_step` like this one, newest last; empty when the one before this
+        started elsewhere."""
         stuck = []
         for attempt in reversed(self.attempts):
             if attempt.get("status") in FINAL_STATUSES or attempt["from_step"] != from_step:
                 break
-            if not attempt.get("sigterm"):
-                stuck.insert(0, attempt)
+            stuck.insert(0, attempt)
         return stuck
 
     def ended(self, run_status):
@@ -105,10 +105,10 @@ class Attempts:
         if self.current is not None and "status" not in self.current:
             self.end(*RUN_ENDS[run_status])
 
-    def end(self, status, cause, sigterm=False):
+    def end(self, status, cause):
         """How this attempt ended: recorded before the process exits, within
         END_WRITE_SECONDS (it may be called from any thread)."""
-        self.current.update(status=status, cause=cause, sigterm=sigterm)
+        self.current.update(status=status, cause=cause)
         writer = threading.Thread(target=self.write, name="attempts", daemon=True)
         writer.start()
         writer.join(END_WRITE_SECONDS)

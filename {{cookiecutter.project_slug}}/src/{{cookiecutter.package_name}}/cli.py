@@ -205,7 +205,7 @@ def main(argv=None):
             start_tensorflow(args.verbose)
         status = args.handler(args)
         if status == preemption.PREEMPTED_EXIT_STATUS:
-            last_words(status, "preempted: saved after SIGTERM", sigterm=True)
+            last_words(status, "preempted: saved after SIGTERM")
         else:
             last_words(status, "finished" if status == 0 else "a check failed")
         return status

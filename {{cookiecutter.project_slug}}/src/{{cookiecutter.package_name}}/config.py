@@ -135,7 +135,7 @@ class TrainConfig:
     no_progress_attempts: int = setting(
         3,
         "stop the run (exit 1, which no launcher restarts) when this many attempts in a"
-        " row started from the same checkpoint and did not end in a SIGTERM",
+        " row started from the same checkpoint",
         commands=("train",),
     )
     deterministic: bool = setting(

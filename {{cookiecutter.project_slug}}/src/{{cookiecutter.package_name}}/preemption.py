@@ -96,7 +96,7 @@ def on_sigterm():
         " nothing to save, exiting %d",
         PREEMPTED_EXIT_STATUS,
     )
-    last_words(PREEMPTED_EXIT_STATUS, "preempted: nothing to save", sigterm=True)
+    last_words(PREEMPTED_EXIT_STATUS, "SIGTERM with nothing to save")
     for handler in logging.getLogger().handlers:
         handler.flush()
     os._exit(PREEMPTED_EXIT_STATUS)
