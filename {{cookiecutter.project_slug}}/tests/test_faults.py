@@ -5,7 +5,8 @@ ends. Each run ends on the weights of a run that met no fault, but the node
 that dies on every attempt, which the trainer stops with one line
 (attempts.py). No fault that passes ends a run for good.
 
-`make test-faults` runs them all; `make test` a few (marker `faults`).
+`make test-faults` runs them all (marker `faults`; `make test` leaves them out,
+the template's own `make test` runs a few).
 """
 
 import json

@@ -375,7 +375,7 @@ def test_jobset_caps_the_counted_restarts_and_not_the_preemptions():
     # maxRestarts of them already done; an uncounted one never does.
     # An outer bound: the trainer budgets restarts by progress (exit 1 fails the set).
     max_restarts = JOBSET["spec"]["failurePolicy"]["maxRestarts"]
-    assert max_restarts == 100
+    assert max_restarts == 20
 
     def failures_survived(exit_code):
         counted = 0
@@ -386,7 +386,7 @@ def test_jobset_caps_the_counted_restarts_and_not_the_preemptions():
             counted += action == COUNTED
         return failures + 1
 
-    assert [failures_survived(code) for code in (142, 137, 1, 143)] == [100, 100, 0, 1000]
+    assert [failures_survived(code) for code in (142, 137, 1, 143)] == [20, 20, 0, 1000]
 
 
 def test_the_readmes_restart_table_says_what_the_jobset_does():

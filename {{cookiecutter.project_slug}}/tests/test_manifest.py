@@ -20,6 +20,7 @@ from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.data import ArraySource
 {%- endif %}
 from {{ cookiecutter.package_name }}.manifest import (
+    DataUnavailable,
     ManifestError,
     first_corrupt_file,
     in_label_order,
@@ -165,9 +166,13 @@ def test_a_data_directory_whose_storage_does_not_answer_is_not_called_missing(
         raise tf.errors.UnavailableError(None, None, f"{path}: connection reset")
 
     monkeypatch.setattr(tf.io.gfile, "stat", unavailable)
-    with pytest.raises(tf.errors.UnavailableError) as failed:
+    with pytest.raises(DataUnavailable) as failed:
         load(str(tmp_path))
-    assert is_transient(failed.value)
+    assert is_transient(failed.value)  # exit 142, and not a lost peer's UnavailableError
+    assert str(failed.value) == (
+        f"the storage of the data directory {tmp_path} did not answer ({tmp_path}:"
+        " connection reset) - restarting the job tries again"
+    )
 
 
 def test_a_checksum_error_that_no_file_confirms_is_not_called_bad_data(data_dir):

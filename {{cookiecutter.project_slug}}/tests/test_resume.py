@@ -203,14 +203,16 @@ def wait_until_tensorflow_loads(pid, process):
     raise AssertionError(f"process {pid} never loaded TensorFlow (exit code {process.poll()})")
 
 
-def assert_exits_143_at_once(process, log_lines=""):
+def assert_exits_143_at_once(process, log_lines="", skipping=False):
     """SIGTERM now; the process exits 143 within seconds, saying it had nothing to save."""
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     log = log_lines + err
     assert process.returncode == 143, log[-3000:]
-    assert time.monotonic() - sent < 10, f"exited {time.monotonic() - sent:.0f} s after SIGTERM"
+    # At once: 30 s leaves room for a loaded machine; the skip below takes 10 s or more.
+    waited = time.monotonic() - sent
+    assert waited < (10 if skipping else 30), f"exited {waited:.0f} s after SIGTERM"
     assert "SIGTERM before this process trained a step, or after its last checkpoint:" in log
     after = log.partition("SIGTERM")[2]
     assert not re.search("^checkpoint: ", after, re.MULTILINE), log[-3000:]  # nothing saved
@@ -269,7 +271,7 @@ def test_a_sigterm_to_the_trainer_as_pid_1_at_start_up_exits_143_at_once(tmp_pat
     finally:
         unshare.kill()
     assert unshare.returncode == 143, err[-3000:]
-    assert time.monotonic() - sent < 10
+    assert time.monotonic() - sent < 30  # at once, on a loaded machine too
     assert "SIGTERM before this process trained a step" in err
 
 
@@ -332,7 +334,7 @@ def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
         # The skip's batches take 0.5 s each, 10 s or more in all: the old handler
         # waited for them, and for the save after the call.
         time.sleep(1.0)
-        assert_exits_143_at_once(process, "".join(lines))
+        assert_exits_143_at_once(process, "".join(lines), skipping=True)
     finally:
         process.kill()
     rerun = run_to_the_end(command)
@@ -766,9 +768,10 @@ def test_a_model_dir_whose_storage_does_not_answer_is_retryable_not_bad_input(
         raise tf.errors.UnavailableError(None, None, f"{path}: 503 Service Unavailable")
 
     monkeypatch.setattr(tf.io.gfile, "makedirs", unavailable)
-    with pytest.raises(tf.errors.UnavailableError) as failed:
+    with pytest.raises(checkpointing.StorageUnavailable) as failed:
         checkpointing.prepare_model_dir(f"ram://{tmp_path.name}/run")
-    assert is_transient(failed.value)  # exit 142, not 2
+    assert is_transient(failed.value)  # exit 142: not 2, nor a lost peer's UnavailableError
+    assert "did not answer" in str(failed.value)
 
 
 def test_a_checkpoint_read_the_storage_did_not_answer_is_retried_not_passed_over(

@@ -26,23 +26,19 @@ import threading
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import LAST_WORDS, TrainerError, write_atomically
+from {{ cookiecutter.package_name }}.config import MAX_NO_PROGRESS_ATTEMPTS
 
 log = logging.getLogger(__name__)
 
 ATTEMPTS_FILE = "attempts.json"
-# The newest attempts kept in the file (a run restarted for weeks stays small).
-KEEP_ATTEMPTS = 100
+# The newest attempts kept in the file (a run restarted for weeks stays small):
+# --no-progress-attempts may not be more (config.MAX_NO_PROGRESS_ATTEMPTS).
+KEEP_ATTEMPTS = MAX_NO_PROGRESS_ATTEMPTS
 # How long the end of an attempt waits for the file to be written: it is the
 # last thing a process does, and storage that hangs must not keep it alive.
 END_WRITE_SECONDS = 5.0
-# The end of an attempt that a person, not a launcher, follows up.
-FINAL_STATUSES = (0, 1, 2)
-# The controller's view of a run's end (tracking.py's statuses): exit status, cause.
-RUN_ENDS = {
-    "FINISHED": (0, "finished"),
-    "KILLED": (143, "preempted: saved after SIGTERM"),
-    "FAILED": (1, "failed"),
-}
+# The end of an attempt that a person, not a launcher, follows up (130: Ctrl-C).
+FINAL_STATUSES = (0, 1, 2, 130)
 
 
 class NoProgress(TrainerError):
@@ -59,6 +55,7 @@ class Attempts:
         self.limit = limit
         self.attempts = []
         self.current = None
+        self.write_lock = threading.Lock()  # the command's end and a thread's may overlap
 
     def start(self, from_step):
         """Record an attempt from global step `from_step`; return the line to stop
@@ -97,14 +94,6 @@ class Attempts:
             stuck.insert(0, attempt)
         return stuck
 
-    def ended(self, run_status):
-        """How the run ended as the controller saw it (FINISHED, KILLED after a
-        save, FAILED), unless already said: the command's own end, which comes
-        later, says more (an exit status), and a run used as a library says no
-        more."""
-        if self.current is not None and "status" not in self.current:
-            self.end(*RUN_ENDS[run_status])
-
     def end(self, status, cause):
         """How this attempt ended: recorded before the process exits, within
         END_WRITE_SECONDS (it may be called from any thread)."""
@@ -114,10 +103,12 @@ class Attempts:
         writer.join(END_WRITE_SECONDS)
 
     def write(self):
-        try:
-            write_atomically(self.path, json.dumps({"attempts": self.attempts}, indent=1) + "\n")
-        except (OSError, tf.errors.OpError) as err:
-            log.warning("could not record the attempt in %s (%s)", self.path, err)
+        with self.write_lock:
+            text = json.dumps({"attempts": self.attempts}, indent=1) + "\n"
+            try:
+                write_atomically(self.path, text)
+            except (OSError, tf.errors.OpError) as err:
+                log.warning("could not record the attempt in %s (%s)", self.path, err)
 
 
 def read_attempts(path):
@@ -135,6 +126,9 @@ def read_attempts(path):
             return attempts
     except (json.JSONDecodeError, AttributeError, KeyError, TypeError, UnicodeDecodeError):
         pass
+    except tf.errors.OpError as err:  # storage that does not answer: never a reason to stop
+        log.warning("%s cannot be read (%s): the count of attempts starts again", path, err)
+        return []
     log.warning("%s cannot be read: the count of attempts without progress starts again", path)
     return []
 
@@ -142,4 +136,4 @@ def read_attempts(path):
 def describe_end(attempt):
     if "status" not in attempt:
         return "no end recorded: killed (out of memory, SIGKILL after the grace period) or lost"
-    return f"exit {attempt['status']} ({attempt['cause']})"
+    return f"exit {attempt['status']} ({attempt.get('cause', 'no cause recorded')})"

@@ -54,8 +54,9 @@ TRANSIENT_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError)
 # or an NFS server's brief outage takes, before the run stops to be restarted.
 READ_ATTEMPTS = 6
 RETRY_SECONDS = 1.0
-# What a worker that could not restore gathers in place of a step.
-UNAVAILABLE, REFUSED = -3, -2
+# What a worker that could not restore gathers in place of a step: its storage
+# did not answer, it could not read the checkpoints, another error.
+UNAVAILABLE, UNREADABLE, REFUSED = -3, -2, -4
 # What fixes the data stream besides the position: a run resumed with other
 # values would silently train on other examples than the saved run was going to.
 DATA_STREAM_KEYS = ("global_batch_size", "workers", "seed", "steps_per_pass", "steps_per_epoch")
@@ -257,10 +258,12 @@ class Checkpoints:
             outcome, failure = self.restored_step(restored), None
         except StorageUnavailable as err:
             outcome, failure = UNAVAILABLE, err
-        except Exception as err:  # any error: the others are told, then it is raised
+        except CheckpointError as err:  # it could not read them
+            outcome, failure = UNREADABLE, err
+        except Exception as err:  # any other error: the others are told, then it is raised
             outcome, failure = REFUSED, err
         steps = self.every_worker(outcome)
-        refused = [worker for worker, step in enumerate(steps) if step == REFUSED]
+        refused = [worker for worker, step in enumerate(steps) if step == UNREADABLE]
         read = [worker for worker, step in enumerate(steps) if step >= 0]
         if refused and read:
             # Its peers read the same checkpoints: that worker's storage is at
@@ -274,7 +277,8 @@ class Checkpoints:
             )
         if failure is not None:
             raise failure
-        failed = [worker for worker, step in enumerate(steps) if step in (UNAVAILABLE, REFUSED)]
+        failures = (UNAVAILABLE, UNREADABLE, REFUSED)
+        failed = [worker for worker, step in enumerate(steps) if step in failures]
         if failed:
             worker = failed[0]
             error = StorageUnavailable if steps[worker] == UNAVAILABLE else CheckpointError
@@ -574,8 +578,12 @@ def prepare_remote_dir(model_dir):
         with tf.io.gfile.GFile(probe, "wb") as handle:
             handle.write(b"0" * 4096)
         tf.io.gfile.remove(probe)
-    except TRANSIENT_ERRORS:
-        raise  # the storage did not answer this time: retryable (cli)
+    except TRANSIENT_ERRORS as err:
+        # Retryable; not a raw UnavailableError, which reads as a lost peer's.
+        raise StorageUnavailable(
+            f"the storage of the model directory {model_dir} did not answer"
+            f" ({first_line(err, 200)}) - restarting the job tries again"
+        ) from None
     except tf.errors.OpError as err:
         raise CheckpointError(
             f"cannot write to the model directory {model_dir} ({first_line(err.message)})"

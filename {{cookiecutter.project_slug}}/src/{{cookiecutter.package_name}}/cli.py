@@ -10,7 +10,10 @@ import sys
 {%- if cookiecutter.distribution == "multi_worker" %}
 import tempfile
 import time
+import traceback
 from pathlib import Path
+{%- else %}
+import traceback
 {%- endif %}
 
 from {{ cookiecutter.package_name }} import (
@@ -211,10 +214,16 @@ def main(argv=None):
         return status
     except (TrainerError, TransientError) as err:
         message, status = str(err), err.exit_status
+    except KeyboardInterrupt:
+        last_words(130, "interrupted (Ctrl-C)")
+        raise
     except Exception as err:
-        if not is_transient(err):
+        # Retried only in training, where a restart resumes; the traceback stays:
+        # TensorFlow reports some bugs so too (a task's py_function: UnknownError).
+        if args.command != "train" or not is_transient(err):
             last_words(1, f"{type(err).__name__}: {first_line(err)}")
             raise
+        traceback.print_exc()
         message, status = transient_message(err), STALLED_EXIT_STATUS
     print(f"error: {message}", file=sys.stderr)
     last_words(status, message)

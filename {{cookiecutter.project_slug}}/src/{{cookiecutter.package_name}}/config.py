@@ -134,8 +134,8 @@ class TrainConfig:
     # Only the trainer knows whether a restart moved the run on (attempts.py).
     no_progress_attempts: int = setting(
         3,
-        "stop the run (exit 1, which no launcher restarts) when this many attempts in a"
-        " row started from the same checkpoint",
+        "stop the run (exit 1, which no launcher restarts) when the last N attempts"
+        " all started from the checkpoint this one starts from (at most 100)",
         commands=("train",),
     )
     deterministic: bool = setting(
@@ -231,6 +231,12 @@ class TrainConfig:
                 " with mixed_precision=bfloat16 (no loss scaling)"
             )
 {%- endif %}
+        if self.no_progress_attempts > MAX_NO_PROGRESS_ATTEMPTS:
+            raise ConfigError(
+                f"no_progress_attempts={self.no_progress_attempts} is more than the"
+                f" {MAX_NO_PROGRESS_ATTEMPTS} attempts the run keeps - use"
+                f" {MAX_NO_PROGRESS_ATTEMPTS} or fewer"
+            )
         if self.recovery_trials < 0:
             raise ConfigError(
                 f"recovery_trials={self.recovery_trials} must not be negative - use 0 to stop"
@@ -274,6 +280,8 @@ TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "
 {%- endif %}
 # How each type is written in the config file, for the wrong-type message.
 TOML_EXAMPLES = {int: "e.g. 3", float: "e.g. 0.01", str: 'e.g. "text"', bool: "true or false"}
+# The attempts the run keeps in attempts.json (attempts.KEEP_ATTEMPTS).
+MAX_NO_PROGRESS_ATTEMPTS = 100
 # Settings from 0 to below 1.
 FRACTION_FIELDS = ("momentum", "weight_decay")
 POSITIVE_FIELDS = (

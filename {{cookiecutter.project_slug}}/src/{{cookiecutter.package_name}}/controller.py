@@ -82,7 +82,8 @@ class Controller:
                     FAILED (tracking.py)
     watchdog        stops the run, exit 142, when a piece of work stalls (watchdog.py)
     attempts        the chief's record of the run's attempts, which stops a run that
-                    makes no progress (attempts.py); None on the other workers
+                    makes no progress (attempts.py); None on the other workers, and
+                    where the run is not the process's command (a notebook, a test)
     profile         the TensorBoard profile of --profile-steps (Profile)
     model_dir       the run's directory; write_dir: this worker's (the chief's: the same)
     """
@@ -177,8 +178,6 @@ class Controller:
             status = "KILLED"
             raise
         finally:
-            if self.attempts is not None:
-                self.attempts.ended(status)
             self.profile.stop()
             self.tracker.end(status, summary)
             self.watchdog.stop()
@@ -189,7 +188,9 @@ class Controller:
         """Record this attempt (the chief) and stop, on every worker alike, when
         the run's last attempts made no progress (attempts.py)."""
         stop = self.attempts.start(self.global_step) if self.attempts else None
-        if any(self.checkpoints.every_worker(int(stop is not None))):
+        with self.watchdog.watching("progress check", "agreeing on the run's progress", A_PEER):
+            stopped = any(self.checkpoints.every_worker(int(stop is not None)))
+        if stopped:
             raise NoProgress(
                 stop or "the run's last attempts made no progress - the chief's log says which"
             )
@@ -563,10 +564,15 @@ class PreemptionWatch:
                 self.previous = signal.signal(signal.SIGTERM, self.on_sigterm)
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, exc_type, exc_value, traceback):
         preemption.notice.unsaved_steps = False
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
+        # A SIGTERM after the last boundary (the last evaluation): nothing is left
+        # to save, and the run's tail would outlast the grace period.
+        notice = preemption.notice
+        if exc_type is None and notice.received and notice.caught_from_start:
+            preemption.exit_with_nothing_to_save()
 
     @staticmethod
     def on_sigterm(signum, frame):

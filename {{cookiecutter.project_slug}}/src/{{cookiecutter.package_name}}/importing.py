@@ -41,8 +41,8 @@ import random
 {% if cookiecutter.task == "tabular" %}import numpy as np
 {% endif %}import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, manifest, preemption
-from {{ cookiecutter.package_name }}.startup import start_tensorflow
+from {{ cookiecutter.package_name }} import TrainerError, manifest
+from {{ cookiecutter.package_name }}.startup import start_conversion_process
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
 {%- else %}
@@ -98,14 +98,6 @@ def run_all(write, jobs, workers):
             write(source, target)
     else:
         write_in_processes(write, jobs, workers)
-
-
-def start_conversion_process():
-    """SIGTERM ends a conversion process, as by default (it inherits the command's
-    blocked mask: preemption.py); TensorFlow starts as quietly as in the command,
-    before anything that loads it is imported."""
-    preemption.default_sigterm()
-    start_tensorflow(False)
 
 
 def write_in_processes(write, jobs, workers):

@@ -23,7 +23,13 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics, write_atomically
+from {{ cookiecutter.package_name }} import (
+    TrainerError,
+    TransientError,
+    first_line,
+    statistics,
+    write_atomically,
+)
 {%- if cookiecutter.task == "tabular" %}
 from {{ cookiecutter.package_name }}.task import (
     FORMAT,
@@ -70,6 +76,10 @@ class ManifestError(TrainerError):
     pass
 
 
+class DataUnavailable(TransientError):
+    """The data's storage did not answer this time."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Shard:
     """One file, as `index` found it."""
@@ -90,6 +100,18 @@ def check_data_dir(data_dir):
         is_directory = tf.io.gfile.stat(data_dir).is_directory
     except tf.errors.NotFoundError:
         is_directory = False
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as err:
+        # Retryable; not a raw UnavailableError, which reads as a lost peer's.
+        raise DataUnavailable(
+            f"the storage of the data directory {data_dir} did not answer"
+            f" ({first_line(err, 200)}) - restarting the job tries again"
+        ) from None
+    except tf.errors.OpError as err:
+        raise ManifestError(
+            f"cannot read the data directory {data_dir} ({type(err).__name__}:"
+            f" {first_line(err, 200)}) - check its path and this user's access, or pass"
+            " another --data-dir"
+        ) from None
     if not is_directory:
         raise ManifestError(
             f"data directory {data_dir} does not exist - create it with"

@@ -1,11 +1,12 @@
 """SIGTERM, from the first moment of the process.
 
-Kubernetes and Slurm send SIGTERM before they kill. In a container the trainer
-is PID 1 (the manifests `exec` it), and the kernel drops a signal to a PID 1
-that has no handler for it: a handler installed only once training starts
-leaves start-up, the checks and the restore deaf to the notice, and the pod is
-SIGKILLed at the end of its grace period. So every command that loads
-TensorFlow installs one first (cli.main), before TensorFlow is imported.
+Kubernetes and Slurm send SIGTERM before they kill. In a container whose
+command `exec`s the trainer with no init in front (the image's tini aside), the
+trainer is PID 1, and the kernel drops a signal to a PID 1 that has no handler
+for it: a handler installed only once training starts leaves start-up, the
+checks and the restore deaf to the notice, and the pod is SIGKILLed at the end
+of its grace period. So every command that loads TensorFlow installs one first
+(cli.main), before TensorFlow is imported.
 
 What a SIGTERM does depends on whether the process holds steps that a save
 would keep:
@@ -58,11 +59,11 @@ def catch_from_start():
     # that only notes the signal (the process would train on through a preemption
     # notice). The thread below takes it from the pending ones at once, even while
     # the main thread is inside TensorFlow, where Python's handler would wait.
-    signal.signal(signal.SIGTERM, noted)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     # TensorFlow's start-up runs with standard error captured (startup.py): the
     # last line goes to the real one.
     notice.stderr = os.dup(2)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    signal.signal(signal.SIGTERM, noted)
     threading.Thread(target=take_sigterms, name="sigterm", daemon=True).start()
     notice.caught_from_start = True
 
@@ -90,13 +91,17 @@ def on_sigterm():
     if notice.unsaved_steps:
         log.warning(SAVING_FIRST)
         return
-    os.dup2(notice.stderr, 2)
-    log.warning(
+    exit_with_nothing_to_save()
+
+
+def exit_with_nothing_to_save():
+    """Exit 143 at once. The line is written straight to standard error: a log
+    handler's lock, held by a thread stuck on a file system, must not hold the
+    exit up (the attempt's record waits a bounded time: attempts.py)."""
+    line = (
         "SIGTERM before this process trained a step, or after its last checkpoint:"
-        " nothing to save, exiting %d",
-        PREEMPTED_EXIT_STATUS,
+        f" nothing to save, exiting {PREEMPTED_EXIT_STATUS}"
     )
+    os.write(notice.stderr, (line + "\n").encode())
     last_words(PREEMPTED_EXIT_STATUS, "SIGTERM with nothing to save")
-    for handler in logging.getLogger().handlers:
-        handler.flush()
     os._exit(PREEMPTED_EXIT_STATUS)

@@ -12,6 +12,8 @@ import sys
 import tempfile
 import warnings
 
+from {{ cookiecutter.package_name }} import preemption
+
 # What TensorFlow's C++ side prints while it loads and looks for GPUs, before its
 # log level applies (TF_CPP_MIN_LOG_LEVEL cannot hide it): shown with --verbose.
 NATIVE_STARTUP_NOISE = re.compile(
@@ -60,3 +62,12 @@ def start_tensorflow(verbose):
     for name in ("tensorflow", "absl"):
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", "To make it possible to preserve tf.data options")
+
+
+def start_conversion_process():
+    """The import commands' conversion processes: SIGTERM ends one, as by default
+    (it inherits the command's blocked mask: preemption.py), and TensorFlow
+    starts as quietly as in the command. Here, in a module that loads nothing
+    that loads TensorFlow, so that the process imports this before it starts."""
+    preemption.default_sigterm()
+    start_tensorflow(False)

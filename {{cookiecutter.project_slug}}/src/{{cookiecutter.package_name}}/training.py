@@ -8,7 +8,7 @@ import os
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import STALLED_EXIT_STATUS, statistics
+from {{ cookiecutter.package_name }} import STALLED_EXIT_STATUS, preemption, statistics
 from {{ cookiecutter.package_name }}.attempts import Attempts
 from {{ cookiecutter.package_name }}.batch_norm_check import CHECK_BATCHES, check_moving_averages
 from {{ cookiecutter.package_name }}.checkpointing import (
@@ -153,7 +153,11 @@ def build_controller(config, strategy, plan, engine, learned, model_dir):
         learning_rate=learning_rate_for(config, plan),
         tracker=make_tracker(config, strategy, plan, model_dir, write_dir),
         watchdog=Watchdog(config.stall_timeout, STALLED_EXIT_STATUS),
-        attempts=Attempts(model_dir, config.no_progress_attempts) if is_chief(strategy) else None,
+        attempts=(
+            Attempts(model_dir, config.no_progress_attempts)
+            if is_chief(strategy) and preemption.notice.caught_from_start
+            else None
+        ),
         # Profiled on the chief: every worker runs the same steps.
         profile=Profile(window if is_chief(strategy) else None, os.path.join(write_dir, "logs")),
         model_dir=model_dir,
