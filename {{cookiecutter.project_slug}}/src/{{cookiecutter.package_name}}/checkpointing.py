@@ -487,7 +487,9 @@ def layout_of(path):
     """The names of the entries the checkpoint at `path` holds (its root's
     children in TensorFlow's object graph: model, optimizer, epoch, ...), and
     its layout (1: written before checkpoints recorded it)."""
-    reader = tf.train.load_checkpoint(path)
+    # Not tf.train.load_checkpoint: on some file systems (ram://) it takes the
+    # checkpoint's prefix for a directory and looks for a state file in it.
+    reader = tf.compat.v1.train.NewCheckpointReader(path)
     graph = TrackableObjectGraph.FromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     held = {child.local_name for child in graph.nodes[0].children}
     if "layout" not in held:
