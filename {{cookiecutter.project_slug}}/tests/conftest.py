@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -488,3 +489,57 @@ def check_lines(output):
         line[5:].split(": ", 1)[0]: (not line.startswith("FAIL"), line.split(": ", 1)[1])
         for line in lines
     }
+
+
+def wait_until_tensorflow_loads(pid, process):
+    """Wait until process `pid` (in this PID namespace; `process` the one started)
+    maps TensorFlow's library: its SIGTERM handler is installed before TensorFlow
+    is imported."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if "tensorflow" in Path(f"/proc/{pid}/maps").read_text():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} never loaded TensorFlow (exit code {process.poll()})")
+
+
+def outer_pid_of_child(parent_pid, process):
+    """The PID, in this namespace, of the one child of `parent_pid` (`process`)."""
+    deadline = time.monotonic() + 30
+    children = Path(f"/proc/{parent_pid}/task/{parent_pid}/children")
+    while time.monotonic() < deadline and process.poll() is None:
+        found = children.read_text().split()
+        if found:
+            return int(found[0])
+        time.sleep(0.05)
+    raise AssertionError(f"process {parent_pid} started no child")
+
+
+# The project's command, each batch of its training input half a second late:
+# a resume's skip through the data takes that long a batch (as hundreds of GB
+# do). SIGTERM is caught first, as the command does.
+SLOW_INPUT = """
+from {{ cookiecutter.package_name }} import preemption
+
+preemption.catch_from_start()
+
+import runpy, time
+import tensorflow as tf
+from {{ cookiecutter.package_name }} import data
+
+def late(positions):
+    time.sleep(0.5)
+    return positions
+
+def slowed(positions, records):
+    delayed = tf.py_function(late, [positions], positions.dtype)
+    delayed.set_shape(positions.shape)
+    return delayed, records
+
+batch_records = data.batch_records
+data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
+runpy.run_module("{{ cookiecutter.package_name }}", run_name="__main__", alter_sys=True)
+"""

@@ -21,9 +21,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import (
 {%- if cookiecutter.training_loop == "both" %}
-from conftest import LOOPS
+    LOOPS,
 {%- endif %}
+    SLOW_INPUT,
+    outer_pid_of_child,
+    wait_until_tensorflow_loads,
+)
 {%- if cookiecutter.launcher == "kubernetes" %}
 from test_kubernetes import FAIL, JOBSET, jobset_action, pod_failure_policy_outcome
 {%- endif %}
@@ -215,30 +220,6 @@ def assert_ends(job, expected, faultless):
     assert job.fingerprint() == faultless
 
 
-def outer_pid_of_child(parent_pid, timeout=60):
-    """The PID, in this namespace, of the one child of `parent_pid`."""
-    children = Path(f"/proc/{parent_pid}/task/{parent_pid}/children")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = children.read_text().split()
-        if found:
-            return int(found[0])
-        time.sleep(0.05)
-    raise AssertionError(f"process {parent_pid} started no child")
-
-
-def wait_until_tensorflow_loads(pid, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if "tensorflow" in Path(f"/proc/{pid}/maps").read_text():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never loaded TensorFlow")
-
-
 @pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare"),
     reason="running a worker as PID 1 of a PID namespace (a container) needs root and unshare",
@@ -250,39 +231,13 @@ def test_a_sigterm_at_start_up_to_a_worker_that_is_pid_1(command, faultless):
 
     def preempted_while_starting(number, workers):
         if number == 1:
-            trainer = outer_pid_of_child(workers[1].process.pid)
-            wait_until_tensorflow_loads(trainer)
+            trainer = outer_pid_of_child(workers[1].process.pid, workers[1].process)
+            wait_until_tensorflow_loads(trainer, workers[1].process)
             os.kill(trainer, signal.SIGTERM)
 
     job = Job(command(), preempted_while_starting, lambda number: {1: pid_1})
     assert_ends(job, [143, 0], faultless)
     assert "nothing to save, exiting 143" in job.outputs[0][1]
-
-
-# The project's command with each batch of its training input late by SLOW_BATCH
-# seconds: a resume's skip takes as long (as through hundreds of GB).
-SLOW_INPUT = """
-from {{ cookiecutter.package_name }} import preemption
-
-preemption.catch_from_start()  # first, as the command does
-
-import runpy, time
-import tensorflow as tf
-from {{ cookiecutter.package_name }} import data
-
-def late(positions):
-    time.sleep(0.5)
-    return positions
-
-def slowed(positions, records):
-    delayed = tf.py_function(late, [positions], positions.dtype)
-    delayed.set_shape(positions.shape)
-    return delayed, records
-
-batch_records = data.batch_records
-data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
-runpy.run_module("{{ cookiecutter.package_name }}", run_name="__main__", alter_sys=True)
-"""
 
 
 def test_sigkill_of_one_worker_mid_call_then_sigterm_during_the_resumes_skip(command, faultless):

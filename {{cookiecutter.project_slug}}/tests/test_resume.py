@@ -19,17 +19,19 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
 from conftest import (
     LOOPS,
+    SLOW_INPUT,
     assert_same_weights,
     build_model_with_random_layers,
+    outer_pid_of_child,
     read_json,
     sample_statistics,
     scalars,
+    wait_until_tensorflow_loads,
 )
 
 from {{ cookiecutter.package_name }} import checkpointing, is_transient, training
@@ -189,20 +191,6 @@ def test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly(
     assert_same_result(preempted, reference)
 
 
-def wait_until_tensorflow_loads(pid, process):
-    """Wait until process `pid` (in this PID namespace) maps TensorFlow's library:
-    its SIGTERM handler is installed before TensorFlow is imported."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if "tensorflow" in Path(f"/proc/{pid}/maps").read_text():
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"process {pid} never loaded TensorFlow (exit code {process.poll()})")
-
-
 def assert_exits_143_at_once(process, log_lines="", skipping=False):
     """SIGTERM now; the process exits 143 within seconds, saying it had nothing to save."""
     sent = time.monotonic()
@@ -235,18 +223,6 @@ def test_a_sigterm_while_tensorflow_starts_exits_143_at_once(tmp_path{% if cooki
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def outer_pid_of_child(parent_pid, process):
-    """The PID, in this namespace, of the one child of `parent_pid`."""
-    deadline = time.monotonic() + 30
-    children = Path(f"/proc/{parent_pid}/task/{parent_pid}/children")
-    while time.monotonic() < deadline and process.poll() is None:
-        found = children.read_text().split()
-        if found:
-            return int(found[0])
-        time.sleep(0.05)
-    raise AssertionError(f"process {parent_pid} started no child")
-
-
 @pytest.mark.processes
 @pytest.mark.skipif(
     os.geteuid() != 0 or not shutil.which("unshare"),
@@ -275,38 +251,6 @@ def test_a_sigterm_to_the_trainer_as_pid_1_at_start_up_exits_143_at_once(tmp_pat
     assert "SIGTERM before this process trained a step" in err
 
 
-# `train`, each batch of its training input half a second late: a resume's skip
-# through the data takes that long a batch (as hundreds of GB do).
-SLOW_INPUT_TRAIN = """
-from {{ cookiecutter.package_name }} import preemption
-
-preemption.catch_from_start()  # first, as the command does
-
-import sys
-import time
-
-import tensorflow as tf
-
-from {{ cookiecutter.package_name }} import cli, data
-
-
-def late(positions):
-    time.sleep(0.5)
-    return positions
-
-
-def slowed(positions, records):
-    delayed = tf.py_function(late, [positions], positions.dtype)
-    delayed.set_shape(positions.shape)
-    return delayed, records
-
-
-batch_records = data.batch_records
-data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
-sys.exit(cli.main(sys.argv[1:]))
-"""
-
-
 @pytest.mark.processes
 def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
     tmp_path,
@@ -320,7 +264,7 @@ def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
     saved = re.search(r"^preempted: saved epoch (\d+) step (\d+)$", log, re.MULTILINE)
     assert saved and saved[2] != "0", log[-3000:]  # mid-epoch: the resume skips batches
     process = subprocess.Popen(
-        [sys.executable, "-c", SLOW_INPUT_TRAIN, *command[3:]],
+        [sys.executable, "-c", SLOW_INPUT, *command[3:]],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
