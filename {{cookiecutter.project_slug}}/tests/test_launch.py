@@ -158,6 +158,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
             # The shared directory holds the chief's files and worker 1's log;
             # worker 1's copies go to a local scratch directory.
             assert sorted(path.name for path in model_dir.iterdir()) == [
+                "attempts.json",
                 "checkpoints",
                 "logs",
 {%- if cookiecutter.tracking == "mlflow" %}
@@ -180,6 +181,7 @@ def test_only_the_chief_keeps_checkpoints_and_a_restart_resumes(cli, tmp_path{% 
     assert not scratch.exists()
     written = sorted(path.name for path in model_dir.iterdir())
     assert written == [
+        "attempts.json",
         "checkpoints",
         "final.weights.h5",
         "logs",
