@@ -192,12 +192,16 @@ def assert_same_weights(path_a, path_b, atol):
 
 
 # N replicas and one device trained alike differ by float rounding, which a deep
-# network amplifies step after step: MobileNetV3Small with synchronized batch
-# normalization ends sgd_config's 4 steps apart by 1.5e-3 of what training
-# changed (the largest change of a trainable weight; at 10 times the rate, by
-# 0.11). A sync fault moves the weights by a large share of the change: 0.57 for
-# per-replica batch normalization, 1.3 for a loss scaled by the local batch.
-TRAINED_ALIKE_SHARE = 1e-2
+# network amplifies step after step, by how much depends on the CPU's kernels:
+# MobileNetV3Small with synchronized batch normalization ends sgd_config's 4
+# steps apart by 1.5e-3 of what training changed (the largest change of a
+# trainable weight) on one machine, by 0.11 on another (an AMD EPYC without
+# AVX-512: its depthwise kernels' gradients, sums with much cancellation). Run
+# in float64 the same first step agrees to 3e-7: rounding, not a sync fault. A
+# sync fault moves the weights by most of the change: 0.58 for per-replica batch
+# normalization (1.4 after its first step), 1.3 for a loss scaled by the local
+# batch.
+TRAINED_ALIKE_SHARE = 0.25
 
 
 def assert_trained_alike(distributed, single, config, strategy):
