@@ -48,7 +48,9 @@ def run_train(args):
         time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
         raise LostPeer(message) from None
     if status in (0, preemption.PREEMPTED_EXIT_STATUS):  # every worker ended there too
-        finish_together(strategy)
+        from {{ cookiecutter.package_name }}.controller import tail_seconds
+
+        finish_together(strategy, tail_seconds(config))
     return status
 
 

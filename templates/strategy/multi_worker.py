@@ -3,9 +3,9 @@
 # Gradients are all-reduced in packs of this size: a few large messages, not
 # one per variable (latency, not bandwidth, bounds many small ones).
 BYTES_PER_PACK = 32 * 2**20
-# How long the end of a run waits for every worker (they end at the same step)
-# and then the chief for the others to be gone.
-FINISH_BARRIER_SECONDS = 60
+# How long the chief waits at the end of a run for the other workers to be gone
+# (they leave as soon as they pass the end barrier).
+PEERS_GONE_SECONDS = 60
 
 
 def make_strategy():
@@ -122,7 +122,7 @@ def answers(peer, timeout_seconds):
     return True
 
 
-def finish_together(strategy):
+def finish_together(strategy, tail_seconds):
     """Leave a run that ended on every worker (done, or saved for a SIGTERM) at
     once, the chief last.
 
@@ -131,20 +131,22 @@ def finish_together(strategy):
     heartbeat finds the chief gone fails it: either way a clean run's log ends
     with "BaseCollectiveExecutor::StartAbort ... The tasks have crashed"
     (tensorflow/tensorflow#58434). So the workers meet at a barrier after the
-    chief's last write, and the chief waits there until the others are gone.
+    chief's last write, waiting for it as long as the chief's tail may take
+    (`tail_seconds`: its final save to shared storage is slower than theirs to
+    local scratch), and the chief waits there until the others are gone.
     """
     if worker_count(strategy) == 1:
         return
     from tensorflow.python.eager import context
 
     try:
-        context.context().wait_at_barrier("run ended", FINISH_BARRIER_SECONDS * 1000)
+        context.context().wait_at_barrier("run ended", int(tail_seconds * 1000))
     except tf.errors.OpError as err:  # a peer died after its last step: still a clean end here
         log.warning("the other workers did not all reach the end of the run: %s", first_line(err))
         return
     if not is_chief(strategy):
         return
-    deadline = time.monotonic() + FINISH_BARRIER_SECONDS
+    deadline = time.monotonic() + PEERS_GONE_SECONDS
     for peer in peer_tasks(strategy):
         while time.monotonic() < deadline and answers(peer, timeout_seconds=1):
             time.sleep(0.1)

@@ -2,8 +2,10 @@
 split across replicas (a short last batch, an empty replica)."""
 
 import numpy as np
+import tensorflow as tf
 from conftest import sample_statistics
 
+from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.data import (
     ArraySource,
     evaluation_batches,
@@ -53,6 +55,34 @@ def test_replicas_evaluate_like_one_device_on_the_whole_set(two_replicas, one_de
     for loss, metric in (on_replicas, whole_set):
         assert abs(loss - expected_loss) < 1e-6
         assert abs(metric - expected_metric) < 1e-6
+
+
+class WithCollective(keras.Model):
+    """`model`, with an all-reduce over the replicas in inference, as a layer
+    that normalizes by the global batch has; it changes no value."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def call(self, inputs, training=False):
+        logits = self.model(inputs, training=training)
+        context = tf.distribute.get_replica_context()
+        if context is None:  # built outside the strategy's replicas
+            return logits
+        return logits + 0.0 * context.all_reduce("sum", tf.reduce_sum(logits))
+
+
+def test_a_model_with_a_collective_in_inference_evaluates_an_empty_share(two_replicas):
+    # The last global batch leaves one replica's share empty: that replica runs
+    # the model too (skipping it failed to trace, or hung on several workers).
+    examples = ArraySource(*sample_examples(EXAMPLES, seed=3))
+    with two_replicas.scope():
+        model = build_model(sample_statistics())
+        with_collective = WithCollective(model)
+    expected = evaluate(two_replicas, model, distributed(two_replicas, examples, 64))
+    found = evaluate(two_replicas, with_collective, distributed(two_replicas, examples, 64))
+    np.testing.assert_allclose(found, expected, rtol=1e-12)
 
 
 def test_evaluation_batches_keep_the_short_last_batch():

@@ -353,6 +353,39 @@ def test_a_checkpoint_one_worker_cannot_read(command, faultless):
     assert "its storage is at fault, not the model" in job.outputs[1][0]
 
 
+# The project's command on a chief whose storage takes 70 s over the final
+# model's save: longer than a minute, within the watchdog's bound for it with
+# --stall-timeout 30 (3 x 30 s, a first save).
+SLOW_FINAL_SAVE = """
+from {{ cookiecutter.package_name }} import preemption
+
+preemption.catch_from_start()  # first, as the command does
+
+import runpy
+import time
+from {{ cookiecutter.package_name }}.compat import keras
+
+save_weights = keras.Model.save_weights
+
+def slow_save_weights(self, path, *args, **kwargs):
+    if str(path).endswith("final.weights.h5"):
+        time.sleep(70)
+    return save_weights(self, path, *args, **kwargs)
+
+keras.Model.save_weights = slow_save_weights
+runpy.run_module("{{ cookiecutter.package_name }}", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_chief_whose_final_save_is_slow(command, faultless):
+    slow = [sys.executable, "-c", SLOW_FINAL_SAVE]
+    job = Job(command("--stall-timeout", "30"), scripts=lambda number: {0: slow})
+    assert_ends(job, [0], faultless)
+    # The other worker waited at the end for the chief's tail, and left after it.
+    for output in job.outputs[0]:
+        assert "did not all reach the end of the run" not in output, output[-2000:]
+
+
 def attempts_recorded(model_dir):
     path = Path(model_dir) / "attempts.json"
     try:

@@ -21,7 +21,9 @@ from conftest import read_json, run_cli, scalars
 from mlflow.tracking import MlflowClient
 
 from {{ cookiecutter.package_name }} import mlflow_tracking
+from {{ cookiecutter.package_name }}.attempts import END_WRITE_SECONDS
 from {{ cookiecutter.package_name }}.config import ConfigError, TrainConfig
+from {{ cookiecutter.package_name }}.controller import WRITES_AFTER_THE_WATCHDOG_SECONDS
 from {{ cookiecutter.package_name }}.mlflow_tracking import (
     STATE_FILE,
     MlflowTracker,
@@ -567,3 +569,9 @@ def test_credentials_in_the_tracking_uri_are_not_shown(monkeypatch):
 def test_registering_an_export_to_a_url_is_refused_before_it_is_written(tmp_path):
     with pytest.raises(TrackingError, match=r"^--register-model uploads the export from local"):
         mlflow_tracking.tracked_run(str(tmp_path), "gs://bucket/exports")
+
+
+def test_the_other_workers_wait_at_the_end_for_the_chiefs_last_values_to_mlflow():
+    # What the chief writes after its watchdog stops fits in the end barrier's
+    # allowance: a straggling chief would otherwise leave the others to go first.
+    assert WRITES_AFTER_THE_WATCHDOG_SECONDS > mlflow_tracking.END_WAIT_SECONDS + END_WRITE_SECONDS

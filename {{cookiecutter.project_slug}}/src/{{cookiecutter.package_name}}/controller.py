@@ -38,6 +38,7 @@ from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
+from {{ cookiecutter.package_name }}.watchdog import FIRST_CALL_FACTOR
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,21 @@ A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
 A_PEER_OR_STORAGE = A_PEER + ", or the file system"
 A_STORAGE = "the file system"
 A_BUILD_OR_INPUT = "building the model's copy, or an input pipeline that stopped producing"
+# The chief's writes after its watchdog stops: the summary, the tracker's end
+# (MLflow's last values wait at most 30 s), the attempt's end (5 s at most).
+WRITES_AFTER_THE_WATCHDOG_SECONDS = 120
 
 
 class TrainingError(TrainerError):
     pass
+
+
+def tail_seconds(config):
+    """The most the chief's tail may take after the run's last collective, which
+    the other workers wait for at the end (strategy.finish_together): the final
+    model's save, under the watchdog's bound for a first piece of its kind, then
+    the writes after the watchdog."""
+    return FIRST_CALL_FACTOR * config.stall_timeout + WRITES_AFTER_THE_WATCHDOG_SECONDS
 
 
 class Preempted(Exception):

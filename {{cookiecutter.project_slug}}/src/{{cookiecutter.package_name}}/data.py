@@ -199,12 +199,13 @@ def plan_evaluation(counts, num_workers, global_batch_size):
     Evaluation keeps every example, and each global step is an all-reduce across
     the workers, so all run the same steps: as many as the most loaded worker's
     records need, the others' streams padded with empty batches (the evaluator
-    adds zeros for them). The steps follow from the record counts alone, so the
-    workers agree without talking. DATA would have every worker read the whole
-    set at every evaluation (ImageNet's validation set: 6.4 GB per worker) and
-    stop getting faster with more workers; FILE reads it once across them, at
-    the price of the steps the most loaded worker needs beyond an even split
-    (its share is less than one file over the average).
+    runs the model on a blank example for them, which adds nothing). The steps
+    follow from the record counts alone, so the workers agree without talking.
+    DATA would have every worker read the whole set at every evaluation
+    (ImageNet's validation set: 6.4 GB per worker) and stop getting faster with
+    more workers; FILE reads it once across them, at the price of the steps the
+    most loaded worker needs beyond an even split (its share is less than one
+    file over the average).
     """
     # Empty files go to no worker: nothing in them to evaluate, and under FILE
     # every worker needs a file to read (a source reads at least one).

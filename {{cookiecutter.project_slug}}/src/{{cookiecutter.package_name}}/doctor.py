@@ -104,7 +104,7 @@ def doctor(config):
         report.not_run("input", "a check above failed")
 {%- if cookiecutter.distribution == "multi_worker" %}
     # Every worker ran the same collectives to here: leave at once, as a run does.
-    finish_together(strategy)
+    finish_together(strategy, END_WAIT_SECONDS)
 {%- endif %}
     return report
 

@@ -2,11 +2,12 @@
 training reports it.
 
 Every evaluation example counts once: the batches keep their short remainder,
-each replica returns the sums of its share (an empty share adds zeros), and the
-sums are added across replicas and batches inside one tf.function before the
-division. `eval_loss` is the mean of task.per_example_loss over the examples,
-without the regularization term that the training loss includes; the metric
-is the mean of task.per_example_metric, as in training.
+each replica returns the sums of its share (an empty share runs the model on a
+blank example that adds nothing), and the sums are added across replicas and
+batches inside one tf.function before the division. `eval_loss` is the mean of
+task.per_example_loss over the examples, without the regularization term that
+the training loss includes; the metric is the mean of task.per_example_metric,
+as in training.
 """
 
 import tensorflow as tf
@@ -36,22 +37,29 @@ def make_evaluate_function(strategy, model):
     """A tf.function: distributed evaluation batches -> (loss, metric)."""
 
     def replica_sums(features, labels):
-        # An empty share of the last batch adds zeros without running the model
-        # (convolutions reject an empty batch; inference has no collectives).
-        return tf.cond(
-            tf.size(labels) > 0,
-            lambda: example_sums(features, labels),
-            lambda: tf.zeros([3], tf.float64),
+        # An empty share (of the last batch, or of a worker whose files ran out)
+        # runs the model too, on one blank example that counts for nothing: every
+        # replica runs the same ops, so a model with a collective in inference
+        # neither hangs nor fails to trace. Convolutions reject an empty batch.
+        count = tf.shape(labels)[0]
+        features, labels = tf.cond(
+            count > 0,
+            lambda: (features, labels),
+            lambda: tf.nest.map_structure(blank_example, (features, labels)),
         )
-
-    def example_sums(features, labels):
         logits = model(features, training=False)
-        # float64 sums: float32 would lose examples' worth of precision on large sets.
+        counted = tf.range(tf.shape(logits)[0]) < count
+
+        def total(per_example):
+            # float64: float32 would lose examples' worth of precision on large
+            # sets. tf.where, not a product: a blank example's value may be NaN.
+            return tf.reduce_sum(tf.where(counted, tf.cast(per_example, tf.float64), 0.0))
+
         return tf.stack(
             [
-                tf.reduce_sum(tf.cast(per_example_loss(labels, logits), tf.float64)),
-                tf.reduce_sum(tf.cast(per_example_metric(labels, logits), tf.float64)),
-                tf.cast(tf.shape(logits)[0], tf.float64),
+                total(per_example_loss(labels, logits)),
+                total(per_example_metric(labels, logits)),
+                tf.cast(count, tf.float64),
             ]
         )
 
@@ -64,6 +72,13 @@ def make_evaluate_function(strategy, model):
         return totals[0] / totals[2], totals[1] / totals[2]
 
     return evaluate
+
+
+def blank_example(tensor):
+    """One example of `tensor`'s dtype, zeros or empty strings, its inner sizes
+    those of the batch (at least 1)."""
+    shape = tf.concat([[1], tf.maximum(tf.shape(tensor)[1:], 1)], axis=0)
+    return tf.zeros(shape, tensor.dtype)
 
 
 def make_evaluator(strategy, model, batches):
