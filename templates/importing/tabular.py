@@ -106,19 +106,25 @@ def part_path(output_dir, split, shard, index):
 
 
 def deal_rows(source, parts):
-    """Each row of the CSV file `source` names, as a record, to the parts in turn
-    from one drawn at random: every shard an even share of the file."""
+    """The rows of the CSV file `source` names, as records, to the parts: each
+    block of as many rows as parts dealt one a part, in an order drawn for the
+    block. Every shard gets an even share of the file, and no period in the
+    file's order (labels 0, 1, 2, 3, 0, 1, ...) lines up with the shards, as
+    dealing in turn would: with 4 shards, each would hold one label."""
     path, label_column, seed = source
     writers = [tf.io.TFRecordWriter(part) for part in parts]
+    rng = np.random.default_rng(seed)
     try:
         with open_csv(path) as handle:
             rows = csv.reader(handle)
             header = next(rows, None)
             label_at = header_label_index(path, header, label_column)
-            first = int(np.random.default_rng(seed).integers(len(writers)))
+            block = []
             for line, row in enumerate(rows, start=2):
                 record = encode(*example_of(path, line, header, row, label_at))
-                writers[(first + line) % len(writers)].write(record)
+                if not block:
+                    block = list(rng.permutation(len(writers)))
+                writers[block.pop()].write(record)
     finally:
         for writer in writers:
             writer.close()

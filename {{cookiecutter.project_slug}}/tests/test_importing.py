@@ -252,6 +252,23 @@ def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
             np.testing.assert_array_equal(mine, theirs)
 
 
+def test_rows_in_a_period_that_divides_the_shard_count_are_not_aliased(tmp_path):
+    # A stratified export: the rows cycle through 4 groups (here, quarters of
+    # the label order), and there are 4 shards. Dealt in turn, each shard held
+    # one group: one label per shard of a classification.
+    features, labels = sample_examples(160, seed=4)
+    order = np.lexsort(np.asarray(labels).reshape(len(labels), -1).T[::-1])
+    cycled = order.reshape(4, 40).T.ravel()  # quarter 0, 1, 2, 3, 0, 1, ...
+    path = write_csv(tmp_path / "stratified.csv", features[cycled], labels[cycled])
+    splits = import_csv(str(tmp_path / "data"), [path], [path], workers=1, num_files=4)
+    quarter_of = {tuple(features[row]): rank // 40 for rank, row in enumerate(order)}
+    for shard in splits["train"]:
+        shard_features, _ = read_shards([shard])
+        assert shard.records == 40
+        quarters = {quarter_of[tuple(row)] for row in shard_features}
+        assert quarters == {0, 1, 2, 3}, (shard.path, quarters)
+
+
 def test_shards_too_large_or_too_many_parts_are_refused_before_any_is_written(
     tmp_path, monkeypatch
 ):
