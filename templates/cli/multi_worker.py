@@ -50,7 +50,8 @@ def run_train(args):
     if status in (0, preemption.PREEMPTED_EXIT_STATUS):  # every worker ended there too
         from {{ cookiecutter.package_name }}.controller import tail_seconds
 
-        finish_together(strategy, tail_seconds(config))
+        preempted = status == preemption.PREEMPTED_EXIT_STATUS
+        finish_together(strategy, tail_seconds(config, preempted))
     return status
 
 

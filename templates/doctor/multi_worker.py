@@ -3,8 +3,8 @@
 # The network check: how long each peer gets to answer, and the all-reduce it
 # times (the size of a gradient pack, strategy.BYTES_PER_PACK).
 PEER_TIMEOUT_SECONDS = 10
-# How long the workers wait for each other at the end: each times its own input
-# pipeline last, outside any collective.
+# How long the workers wait for each other at the end: they come from the last
+# check's training steps (collectives) together, and only print after it.
 END_WAIT_SECONDS = 60
 NETWORK_BYTES = 32 * 2**20
 NETWORK_REPEATS = 5

@@ -51,21 +51,26 @@ A_PEER_OR_INPUT = A_PEER + ", or an input pipeline that stopped producing"
 A_PEER_OR_STORAGE = A_PEER + ", or the file system"
 A_STORAGE = "the file system"
 A_BUILD_OR_INPUT = "building the model's copy, or an input pipeline that stopped producing"
-# The chief's writes after its watchdog stops: the summary, the tracker's end
-# (MLflow's last values wait at most 30 s), the attempt's end (5 s at most).
-WRITES_AFTER_THE_WATCHDOG_SECONDS = 120
+# The chief's writes outside its watchdog at the end of a run: the summary, the
+# tracker's end (MLflow's last values wait at most 30 s after a run that is done,
+# 2 s after a SIGTERM's save).
+UNWATCHED_WRITES_SECONDS = 120
 
 
 class TrainingError(TrainerError):
     pass
 
 
-def tail_seconds(config):
+def tail_seconds(config, preempted):
     """The most the chief's tail may take after the run's last collective, which
-    the other workers wait for at the end (strategy.finish_together): the final
-    model's save, under the watchdog's bound for a first piece of its kind, then
-    the writes after the watchdog."""
-    return FIRST_CALL_FACTOR * config.stall_timeout + WRITES_AFTER_THE_WATCHDOG_SECONDS
+    the other workers wait for at the end (strategy.finish_together). A run that
+    is done: the final model's save and the batch-normalization check (each
+    under the watchdog's bound for a first piece of its kind; the other workers
+    check too, but save to local scratch), then the unwatched writes. A run
+    saved for a SIGTERM: the writes alone, well inside the grace period."""
+    if preempted:
+        return UNWATCHED_WRITES_SECONDS // 4
+    return 2 * FIRST_CALL_FACTOR * config.stall_timeout + UNWATCHED_WRITES_SECONDS
 
 
 class Preempted(Exception):

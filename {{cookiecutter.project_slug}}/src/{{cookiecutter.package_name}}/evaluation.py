@@ -37,23 +37,35 @@ def make_evaluate_function(strategy, model):
     """A tf.function: distributed evaluation batches -> (loss, metric)."""
 
     def replica_sums(features, labels):
-        # An empty share (of the last batch, or of a worker whose files ran out)
-        # runs the model too, on one blank example that counts for nothing: every
-        # replica runs the same ops, so a model with a collective in inference
-        # neither hangs nor fails to trace. Convolutions reject an empty batch.
         count = tf.shape(labels)[0]
-        features, labels = tf.cond(
+        if all(isinstance(part, tf.Tensor) for part in tf.nest.flatten(features)):
+            # An empty share (of the last batch, or of a worker whose files ran
+            # out) runs the model too, on one blank example that counts for
+            # nothing: every replica runs the same ops, so a model with a
+            # collective in inference neither hangs nor fails to trace.
+            # Convolutions reject an empty batch.
+            features, labels = tf.cond(
+                count > 0,
+                lambda: (features, labels),
+                lambda: tf.nest.map_structure(blank_example, (features, labels)),
+            )
+            return example_sums(features, labels, count)
+        # Ragged or sparse inputs have no blank: an empty share skips the model.
+        return tf.cond(
             count > 0,
-            lambda: (features, labels),
-            lambda: tf.nest.map_structure(blank_example, (features, labels)),
+            lambda: example_sums(features, labels, count),
+            lambda: tf.zeros([3], tf.float64),
         )
+
+    def example_sums(features, labels, count):
         logits = model(features, training=False)
-        counted = tf.range(tf.shape(logits)[0]) < count
 
         def total(per_example):
             # float64: float32 would lose examples' worth of precision on large
-            # sets. tf.where, not a product: a blank example's value may be NaN.
-            return tf.reduce_sum(tf.where(counted, tf.cast(per_example, tf.float64), 0.0))
+            # sets. A blank example is alone in its batch and adds nothing (its
+            # values may be NaN: tf.where, not a product).
+            summed = tf.reduce_sum(tf.cast(per_example, tf.float64))
+            return tf.where(count > 0, summed, tf.constant(0.0, tf.float64))
 
         return tf.stack(
             [
@@ -76,9 +88,11 @@ def make_evaluate_function(strategy, model):
 
 def blank_example(tensor):
     """One example of `tensor`'s dtype, zeros or empty strings, its inner sizes
-    those of the batch (at least 1)."""
+    those of the batch (at least 1); known ones stay known to the model."""
     shape = tf.concat([[1], tf.maximum(tf.shape(tensor)[1:], 1)], axis=0)
-    return tf.zeros(shape, tensor.dtype)
+    blank = tf.zeros(shape, tensor.dtype)
+    blank.set_shape([1, *(size or None for size in tensor.shape[1:])])
+    return blank
 
 
 def make_evaluator(strategy, model, batches):

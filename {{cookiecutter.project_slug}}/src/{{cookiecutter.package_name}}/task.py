@@ -27,6 +27,9 @@ doctor) reaches it through these names alone:
 - `build_model(statistics)`: a Keras model from inputs to float32 outputs
   (here, logits). The engines
   call it under `strategy.scope()`, so build every variable inside it.
+  Evaluation runs it on one blank example (zeros, empty strings) where a
+  replica's share of a batch is empty, and counts it for nothing: the model
+  must take one.
 - `summarize_batch(inputs, labels)` and `statistics_from(sums)`: what the model
   learns from the training data before training (a Normalization layer's mean
   and variance, a vocabulary). `summarize_batch` gets numpy batches of model
