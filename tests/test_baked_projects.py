@@ -212,6 +212,18 @@ def test_the_fault_cases_make_test_runs_exist():
         assert f"def {case.rpartition('::')[2]}(" in text, case
 
 
+def test_make_test_runs_named_slow_cases_and_what_the_multi_worker_suite_leaves():
+    assert set(IN_MAKE_TEST) <= {*map(combination_id, COMBINATIONS), *EXAMPLES}
+    # Its MLflow and import-csv cases run in a mirrored full suite of make test.
+    kept = [c for c in COMBINATIONS if combination_id(c) in IN_MAKE_TEST]
+    assert any(
+        combination_id(c) in FULL_SUITES
+        and (c["distribution"], c["tracking"], c["data_source"])
+        == ("mirrored", "mlflow", "tfrecord")
+        for c in kept
+    )
+
+
 def test_slow_matrix_covers_every_value():
     assert all(rules.is_supported(c) for c in COMBINATIONS)
     assert {c["launcher"] for c in COMBINATIONS} == set(rules.CHOICES["launcher"])
@@ -271,8 +283,36 @@ def test_slow_matrix_covers_every_value():
         assert f"examples/{example}" in files, example
 
 
+# What make test runs of the slow tier, within its time on 2 cores: the
+# multi-worker and the float16 full suites (every framework test, between them
+# both loops, both Keras packages, TFRecord input, MLflow on 2 workers and on 2
+# replicas, the two-worker fault cases), the image task on several workers
+# (synchronized batch normalization, bfloat16, Slurm), and the worked example
+# with inputs of both kinds (a dict of numbers and strings, from a CSV to
+# serving). The rest of the matrix and of the examples (marker `extended`) runs
+# in make test-slow.
+IN_MAKE_TEST = (
+    MULTI_WORKER_SUITE,
+    "tabular-custom-mirrored-keras3-tfrecord-float16-none-mlflow",
+    "image-both-multi_worker-keras3-tfrecord-bfloat16-slurm-tensorboard",
+    "mixed_inputs_task.py",
+)
+
+
+def slow_cases(cases, name):
+    """`cases` as parameters, those not IN_MAKE_TEST marked `extended`."""
+    return [
+        pytest.param(
+            case,
+            id=name(case),
+            marks=() if name(case) in IN_MAKE_TEST else pytest.mark.extended,
+        )
+        for case in cases
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("options", COMBINATIONS, ids=combination_id)
+@pytest.mark.parametrize("options", slow_cases(COMBINATIONS, combination_id))
 def test_baked_project_passes_its_own_tests(cookies, options):
     # Each under its own name, so the editable installs do not replace each other.
     name = f"slow {COMBINATIONS.index(options) + 1:02d}"
@@ -446,7 +486,7 @@ EXAMPLE_TESTS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", slow_cases(EXAMPLES, str))
 def test_a_project_trains_a_worked_example_by_its_task_module_alone(cookies, example):
     options = EXAMPLES[example]
     name = example.removesuffix(".py").replace("_", " ")
