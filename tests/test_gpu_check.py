@@ -39,7 +39,9 @@ def test_the_bench_covers_every_precision_and_xla_where_it_applies():
     }
 
 
+# In make test-slow: make test leaves its 7 minutes out (see IN_MAKE_TEST).
 @pytest.mark.slow
+@pytest.mark.extended
 def test_dry_run_runs_every_step_on_cpus(tmp_path):
     result = subprocess.run(
         [

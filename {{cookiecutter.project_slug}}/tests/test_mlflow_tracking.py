@@ -349,6 +349,8 @@ def tracker(model_dir, uri, experiment, workers=1):
 
 def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    # The end waits for the values to be sent, however loaded the machine.
+    monkeypatch.setattr(mlflow_tracking, "END_WAIT_SECONDS", 600.0)
     monkeypatch.chdir(tmp_path)
     local = tracker(tmp_path, None, "local")
     local.record(5, {"loss": 0.5})
