@@ -149,14 +149,20 @@ def metric_results(model):
     return model.get_metrics_result()
 
 
+def tf_variable(variable):
+    """The TensorFlow variable behind a Keras variable (under a strategy, one
+    with a copy per replica)."""
+    return variable.value
+
+
 def is_distributed(variable):
     """True when the variable has a copy per replica (mirrored or sync-on-read)."""
-    return isinstance(variable.value, tf.distribute.DistributedValues)
+    return isinstance(tf_variable(variable), tf.distribute.DistributedValues)
 
 
 def replica_copies(strategy, variable):
     """The variable's value on each replica, as NumPy arrays."""
-    return [value.numpy() for value in strategy.experimental_local_results(variable.value)]
+    return [value.numpy() for value in strategy.experimental_local_results(tf_variable(variable))]
 
 
 def save_for_serving(model, serve, path):

@@ -36,6 +36,7 @@ from {{ cookiecutter.package_name }}.attempts import NoProgress
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
+from {{ cookiecutter.package_name }}.replica_sync import ReplicaSync
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
 from {{ cookiecutter.package_name }}.watchdog import FIRST_CALL_FACTOR
@@ -143,6 +144,9 @@ class Controller:
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = write_dir
         self.weights_finite = make_finite_check(engine.model.trainable_variables)
+        self.replica_sync = ReplicaSync(
+            strategy, lambda: [*engine.model.weights, *engine.optimizer.variables]
+        )
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
@@ -266,14 +270,12 @@ class Controller:
             step += count
             saved = False
             if step < steps and self.global_step % self.config.checkpoint_every == 0:
-                self.record(interval)
-                self.save()
+                self.checkpoint(interval)
                 saved = True
             # (At the epoch's last step, the epoch end below saves and checks.)
             if step < steps and self.preemption_requested(watch):
                 if not saved:
-                    self.record(interval)
-                    self.save()
+                    self.checkpoint(interval)
                 log.info("preempted: saved epoch %d step %d", epoch, step)
                 raise Preempted(f"saved epoch {epoch} step {step}")
         loss, metric = self.progress.epoch_means()
@@ -285,8 +287,7 @@ class Controller:
                 " not finite, or lower --learning-rate; the last good checkpoint is kept"
             )
         self.progress.finish_epoch(loss)
-        self.record(interval)
-        self.save()
+        self.checkpoint(interval)
         self.losses.append(loss)
         self.final_metric = metric
         # Before the evaluation, which can outlast a preemption's grace period.
@@ -347,11 +348,16 @@ class Controller:
         )
         return step
 
-    def record(self, interval):
-        """The interval's scalars, recorded before the checkpoint that ends it
-        is saved: a kill in between leaves them to the resumed run to record
-        again, never a gap."""
-        self.tracker.record(self.global_step, interval.scalars(self.last_learning_rate()))
+    def checkpoint(self, interval):
+        """The replicas' copies checked (and repaired), the interval's scalars
+        recorded, then the checkpoint that ends the interval saved. Recorded
+        before the save: a kill in between leaves them to the resumed run to
+        record again, never a gap."""
+        with self.watchdog.watching("sync check", "comparing the replicas' copies", A_PEER):
+            spread = self.replica_sync.check()
+        scalars = interval.scalars(self.last_learning_rate())
+        self.tracker.record(self.global_step, {**scalars, "replica_spread": spread})
+        self.save()
 
     def preemption_requested(self, watch):
         with self.watchdog.watching("preemption check", "agreeing on a SIGTERM", A_PEER):
@@ -444,6 +450,8 @@ class Controller:
             ),
             "global_step": self.global_step,
             "recoveries": int(self.progress.recoveries.numpy()),
+            "replica_spread": self.replica_sync.spread,
+            "replica_repairs": self.replica_sync.repairs,
             "examples_per_second": self.throughput.examples_per_second(),
             "seconds_to_first_step": self.seconds_to_first_step,
             "losses": self.losses,

@@ -74,6 +74,8 @@ SUMMARY_FIGURES = (
     "seconds_to_first_step",
     "global_step",
     "recoveries",
+    "replica_spread",
+    "replica_repairs",
     "peak_learning_rate",
 )
 # A server that fails is tried again this often.
