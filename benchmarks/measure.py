@@ -179,9 +179,10 @@ def measure(package, workdir, quick):
     # A checkpoint save against the training steps it costs: the checkpoints a
     # run's controller is handed (training.build_controller).
     engine = build_engine("custom")
-    checkpoints = training.build_controller(
+    controller = training.build_controller(
         config, strategy, plan, engine, learned, str(workdir / f"{task}-runs")
-    ).checkpoints
+    )
+    checkpoints = controller.checkpoints
     save_seconds = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -189,6 +190,14 @@ def measure(package, workdir, quick):
         save_seconds = min(save_seconds, time.perf_counter() - start)
         checkpoints.progress.global_step.assign_add(1)
     step_seconds = global_batch / rate["custom"]
+    # The replicas' copies compared before each checkpoint (replica_sync.py),
+    # against the interval of training steps it closes.
+    sync_seconds = float("inf")
+    controller.replica_sync.check()  # traced here, as a run's first checkpoint does
+    for _ in range(repeats):
+        start = time.perf_counter()
+        controller.replica_sync.check()
+        sync_seconds = min(sync_seconds, time.perf_counter() - start)
 
     # The first batch of an epoch resumed at its last step vs at its first.
     def first_batch_seconds(first_step):
@@ -253,6 +262,9 @@ def measure(package, workdir, quick):
             "save_in_steps": save_seconds / step_seconds,
             "share_of_run": save_seconds / (save_seconds + config.checkpoint_every * step_seconds),
             "checkpoint_every": config.checkpoint_every,
+            "sync_check_seconds": sync_seconds,
+            "sync_check_share_of_interval": sync_seconds
+            / (config.checkpoint_every * step_seconds),
         },
         # A resume's skip through the records before its step (read, not parsed),
         # in seconds per GB of records skipped.

@@ -18,7 +18,8 @@ benchmarks/measure.py on each in a fresh process on 2 logical CPU replicas:
 and the training recipe's per-step costs (recipe_ratios): examples/s with
 gradient clipping, the weights' moving average, or 2 accumulated micro-batches
 on, over the plain engine's, beside a second plain engine (the noise band);
-plus a checkpoint save's cost in training steps and the time to bake one
+plus a checkpoint save's cost in training steps, the replica sync check's
+(replica_sync.py) share of a checkpoint interval, and the time to bake one
 project and every combination of the code options. Ratios above 1 mean the
 generated code is faster (or, for the startup and resume figures, slower).
 
@@ -242,7 +243,10 @@ def main(argv=None):
             f" {100 * checkpoint['share_of_run']:.2f}% of a run at --checkpoint-every"
             f" {checkpoint['checkpoint_every']}; first step {startup['1x']:.2f} s after"
             f" start ({measured['startup_examples_1x']} examples), {startup['20x']:.2f} s on 20x;"
-            f" a resume's skip {measured['resume_skip']['seconds_per_gb']:.1f} s per GB skipped"
+            f" a resume's skip {measured['resume_skip']['seconds_per_gb']:.1f} s per GB skipped;"
+            f" the replica sync check {1000 * checkpoint['sync_check_seconds']:.1f} ms,"
+            f" {100 * checkpoint['sync_check_share_of_interval']:.3f}% of a checkpoint"
+            " interval (goal: under 1%)"
         )
     print(recipe_table(results))
     print(held_out_table(results["recipe"]))

@@ -268,6 +268,7 @@ CONDITIONAL_FILES = {
     "tests/test_launch.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_faults.py": lambda o: o["distribution"] == "multi_worker",
     "tests/test_randomness_on_workers.py": lambda o: o["distribution"] == "multi_worker",
+    "tests/test_replica_sync_on_workers.py": lambda o: o["distribution"] == "multi_worker",
     "src/PKG/precision.py": lambda o: o["mixed_precision"] != "no",
     "examples/token_task.py": lambda o: o["task"] == "tabular",
     "examples/noisy_task.py": lambda o: o["task"] == "tabular",

@@ -14,6 +14,11 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Deterministic kernels (what --deterministic turns on), here and in the training
+# processes tests start: the tests compare weights bit for bit (reruns, resumes,
+# replica copies), and a scatter-based update (an Embedding's sparse gradient,
+# on CPUs too) rounds differently from run to run and from replica to replica.
+os.environ.setdefault("TF_DETERMINISTIC_OPS", "1")
 # The package first: it selects the Keras package before TensorFlow loads.
 importlib.import_module("{{ cookiecutter.package_name }}")
 

@@ -38,6 +38,7 @@ from {{ cookiecutter.package_name }} import (
     probe,
     training,
 )
+from {{ cookiecutter.package_name }}.compat import tf_variable
 from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.data import worker_batches
@@ -198,6 +199,38 @@ def test_a_model_with_random_layers_passes_sync(config, two_replicas, monkeypatc
     # The two added, and any of the project's own model.
     switched = re.search(r"\((\d+) random layer\(s\) in inference mode on both sides", detail)
     assert switched and int(switched[1]) >= 2, detail
+
+
+def drifting_after(run_steps, nudged):
+    """run_steps, after which the second replica's copy of the last trainable
+    variable is a rounding off the first's (its name appended to `nudged`):
+    what a non-deterministic update kernel leaves, such as an Embedding's
+    sparse update."""
+
+    def run(strategy, *args, **kwargs):
+        run = run_steps(strategy, *args, **kwargs)
+        if strategy.num_replicas_in_sync > 1:
+            variable = run.model.trainable_variables[-1]
+            copies = strategy.experimental_local_results(tf_variable(variable))
+            copies[1].assign(copies[1] * (1 + 1e-7) + 1e-9)
+            nudged.append(variable.name)
+        return run
+
+    return run
+
+
+def test_copies_that_drift_apart_warn_of_the_kernels_not_the_scope(
+    config, two_replicas, monkeypatch
+):
+    _, plan = doctor.check_dataset(config, two_replicas)
+    nudged = []
+    monkeypatch.setattr(probe, "run_steps", drifting_after(probe.run_steps, nudged))
+    with pytest.raises(doctor.CheckWarning) as warning:
+        probe.compare_with_one_device(two_replicas, config, plan, doctor.SYNC_STEPS)
+    found = str(warning.value)
+    assert f"replica copies of {nudged[0]} drifted apart by up to " in found, found
+    assert "--deterministic rules the drift out" in found
+    assert "outside strategy.scope()" not in found
 
 
 def one_replica(cpu_replicas=None):

@@ -139,7 +139,8 @@ class TrainConfig:
         commands=("train",),
     )
     deterministic: bool = setting(
-        False, "deterministic kernels: bit-identical reruns and resumes on GPUs too"
+        False,
+        "deterministic kernels: bit-identical reruns, resumes and replica copies (slower on GPUs)",
     )
 {%- if cookiecutter.training_loop != "fit" %}
     # Each replica's forward and backward pass; the all-reduce stays outside XLA.

@@ -269,7 +269,9 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
 def copies_spread(copies):
     """The largest difference between a variable's replica copies (0.0: equal)."""
     first = np.asarray(copies[0], np.float64)
-    return max(float(np.max(np.abs(np.asarray(c, np.float64) - first), initial=0.0)) for c in copies)
+    return max(
+        float(np.max(np.abs(np.asarray(c, np.float64) - first), initial=0.0)) for c in copies
+    )
 
 
 def largest_difference(weights, others):

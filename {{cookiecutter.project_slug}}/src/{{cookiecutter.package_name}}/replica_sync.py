@@ -27,6 +27,9 @@ from {{ cookiecutter.package_name }}.compat import tf_variable
 log = logging.getLogger(__name__)
 
 SUM = tf.distribute.ReduceOp.SUM
+# An odd multiplier (2**64 / the golden ratio, as a signed 64-bit integer) that
+# scatters the checksum's weights over every bit.
+SPREAD = -7046029254386353131
 # The integer of the same width as each float, whose bits a checksum adds up.
 BITS_OF = {
     tf.float16: tf.int16,
@@ -130,9 +133,14 @@ class ReplicaSync:
 
 
 def checksum(value):
-    """The sum of the bits of every element of `value` (as integers): any
-    element that differs in any bit changes it."""
+    """A weighted sum of the bits of every element of `value` (as integers,
+    wrapping around): any element that differs changes it, and differences in
+    several elements (one a rounding up, another down) do not cancel, since
+    each element's weight is its own odd number."""
     flat = tf.reshape(tf.convert_to_tensor(value), [-1])
     if flat.dtype in BITS_OF:
         flat = tf.bitcast(flat, BITS_OF[flat.dtype])
-    return tf.reduce_sum(tf.cast(flat, tf.int64))
+    # In 64 bits: GPUs run 32-bit integer arithmetic on the host.
+    flat = tf.cast(flat, tf.int64)
+    odd = tf.range(tf.size(flat, out_type=tf.int64), dtype=tf.int64) * 2 + 1
+    return tf.reduce_sum(flat * odd * SPREAD)

@@ -72,7 +72,9 @@ def prepare_run(config):
     """Seeds, determinism and precision: before any model is built."""
     set_global_seed(config.seed)
     if config.deterministic:
-        # Bit-identical reruns on GPUs too (CPU kernels are deterministic already).
+        # Bit-identical reruns and replica copies: scatter-based updates (an
+        # Embedding's sparse gradient, on CPUs too) and some GPU reductions
+        # round differently from run to run otherwise.
         tf.config.experimental.enable_op_determinism()
         log.info("deterministic ops: on")
 {%- if cookiecutter.mixed_precision != "no" %}
