@@ -155,6 +155,11 @@ def tf_variable(variable):
     return variable.value
 
 
+def variable_path(variable):
+    """The variable's name, unique in its model (its layer's name first)."""
+    return variable.path
+
+
 def is_distributed(variable):
     """True when the variable has a copy per replica (mirrored or sync-on-read)."""
     return isinstance(tf_variable(variable), tf.distribute.DistributedValues)

@@ -93,6 +93,11 @@ def tf_variable(variable):
     return variable
 
 
+def variable_path(variable):
+    """The variable's name, unique in its model (its layer's name first)."""
+    return variable.name
+
+
 def is_distributed(variable):
     """True when the variable has a copy per replica (mirrored or sync-on-read)."""
     return isinstance(tf_variable(variable), tf.distribute.DistributedValues)

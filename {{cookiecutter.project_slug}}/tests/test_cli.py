@@ -76,13 +76,17 @@ def test_train_end_to_end(cli, tmp_path{% if cookiecutter.data_source == "tfreco
     # the evaluation's at each epoch end.
     written = scalars(tmp_path / "run" / "logs")
     evaluated = {"eval_loss", f"eval_{METRIC_NAME}"}
-    assert set(written) == {"loss", "learning_rate", "examples_per_second", *evaluated}
+    recorded = {"loss", "learning_rate", "examples_per_second", "replica_spread"}
+    assert set(written) == {*recorded, *evaluated}
     epoch_ends = [summary["steps_per_epoch"], summary["global_step"]]
     assert all([step for step, _ in values] == epoch_ends for values in written.values())
     final = {name: values[-1][1] for name, values in written.items()}
     assert final["eval_loss"] == pytest.approx(summary["eval_loss"], rel=1e-6)
     assert final[f"eval_{METRIC_NAME}"] == pytest.approx(summary["eval_metric"], rel=1e-6)
     assert [loss for _, loss in written["loss"]] == pytest.approx(summary["losses"], rel=1e-5)
+    # The replicas' copies stayed one model (deterministic kernels: see conftest).
+    assert [spread for _, spread in written["replica_spread"]] == [0.0, 0.0]
+    assert (summary["replica_spread"], summary["replica_repairs"]) == (0.0, 0)
     # The default recipe: the rate scaled to the global batch (Adam's rule: the
     # square root), warmed up, and decayed by a cosine to 0 at the run's end.
     schedule = learning_rate_schedule(

@@ -3,6 +3,7 @@ function of (seed, epoch, step), and a stream that runs on across epochs."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import data
 from {{ cookiecutter.package_name }}.data import (
@@ -121,6 +122,32 @@ def test_a_resumes_skip_reports_its_progress_and_lands_on_the_same_batches(monke
     resumed = worker_batches(plan, 5, 2, 7, on_skip_progress=lambda: reports.append(1))
     assert rows(resumed) == rows(worker_batches(plan, seed=5, epoch=2, first_step=0))[7:]
     assert len(reports) == 4  # at skipped batches 0, 2, 4 and 6 of 7
+
+
+def dataset_nodes(dataset):
+    """{node name: (op, [input node names])} of a dataset's serialized graph."""
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    return {
+        node.name: (node.op, [name.split(":")[0].lstrip("^") for name in node.input])
+        for node in graph.node
+    }
+
+
+def test_a_resumes_progress_filter_holds_the_pass_it_lands_in_only():
+    plan = plan_for(256, 32)  # 8 batches a pass: the resume lands in pass 2, 2 follow
+    resumed = worker_batches(plan, 5, 2, 3, epochs=3, on_skip_progress=lambda: None)
+    nodes = dataset_nodes(resumed)
+
+    def upstream(name):
+        op, inputs = nodes[name]
+        return {op}.union(*(upstream(found) for found in inputs))
+
+    (inputs,) = [inputs for op, inputs in nodes.values() if op == "ConcatenateDataset"]
+    first, rest = inputs
+    assert "FilterDataset" in upstream(first)
+    assert "FilterDataset" not in upstream(rest)
+    whole = rows(worker_batches(plan, seed=5, epoch=2, first_step=0, epochs=3))
+    assert rows(resumed) == whole[3:]
 
 
 def test_steps_per_epoch_continues_the_stream_across_epochs():

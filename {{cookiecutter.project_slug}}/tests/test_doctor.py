@@ -38,7 +38,7 @@ from {{ cookiecutter.package_name }} import (
     probe,
     training,
 )
-from {{ cookiecutter.package_name }}.compat import tf_variable
+from {{ cookiecutter.package_name }}.compat import tf_variable, variable_path
 from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
 from {{ cookiecutter.package_name }}.data import worker_batches
@@ -201,19 +201,18 @@ def test_a_model_with_random_layers_passes_sync(config, two_replicas, monkeypatc
     assert switched and int(switched[1]) >= 2, detail
 
 
-def drifting_after(run_steps, nudged):
-    """run_steps, after which the second replica's copy of the last trainable
-    variable is a rounding off the first's (its name appended to `nudged`):
-    what a non-deterministic update kernel leaves, such as an Embedding's
-    sparse update."""
+def apart_after(run_steps, share, nudged):
+    """run_steps, after which the second replica's copy of the first trainable
+    variable is `share` of its values off the first's (its name appended to
+    `nudged`)."""
 
     def run(strategy, *args, **kwargs):
         run = run_steps(strategy, *args, **kwargs)
         if strategy.num_replicas_in_sync > 1:
-            variable = run.model.trainable_variables[-1]
+            variable = run.model.trainable_variables[0]
             copies = strategy.experimental_local_results(tf_variable(variable))
-            copies[1].assign(copies[1] * (1 + 1e-7) + 1e-9)
-            nudged.append(variable.name)
+            copies[1].assign(copies[1] * (1 + share) + 1e-9)
+            nudged.append(variable_path(variable))
         return run
 
     return run
@@ -222,15 +221,30 @@ def drifting_after(run_steps, nudged):
 def test_copies_that_drift_apart_warn_of_the_kernels_not_the_scope(
     config, two_replicas, monkeypatch
 ):
+    # A few last bits: what a non-deterministic update kernel leaves, such as
+    # an Embedding's sparse update. (The first variable: one of several of its
+    # short name, such as `kernel`, which the warning must still tell apart.)
     _, plan = doctor.check_dataset(config, two_replicas)
     nudged = []
-    monkeypatch.setattr(probe, "run_steps", drifting_after(probe.run_steps, nudged))
+    monkeypatch.setattr(probe, "run_steps", apart_after(probe.run_steps, 3e-7, nudged))
     with pytest.raises(doctor.CheckWarning) as warning:
         probe.compare_with_one_device(two_replicas, config, plan, doctor.SYNC_STEPS)
     found = str(warning.value)
     assert f"replica copies of {nudged[0]} drifted apart by up to " in found, found
     assert "--deterministic rules the drift out" in found
     assert "outside strategy.scope()" not in found
+
+
+def test_copies_written_apart_fail_sync_beyond_rounding(config, two_replicas, monkeypatch):
+    # A hundredth of the values: each replica wrote its own copy.
+    _, plan = doctor.check_dataset(config, two_replicas)
+    nudged = []
+    monkeypatch.setattr(probe, "run_steps", apart_after(probe.run_steps, 1e-2, nudged))
+    with pytest.raises(doctor.CheckFailed) as failed:
+        probe.compare_with_one_device(two_replicas, config, plan, doctor.SYNC_STEPS)
+    found = str(failed.value)
+    assert f"replica copies of {nudged[0]} differ by more than 0.0001 of their values" in found
+    assert "each replica writes its own copy" in found, found
 
 
 def one_replica(cpu_replicas=None):

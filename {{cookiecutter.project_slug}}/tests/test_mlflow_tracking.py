@@ -36,7 +36,7 @@ SERVER_START_SECONDS = 120
 # 2 epochs of 8 steps, a checkpoint (and the interval's scalars) every 2 steps.
 STEPS_PER_EPOCH, CHECKPOINT_EVERY = 8, 2
 CHECKPOINT_STEPS = list(range(CHECKPOINT_EVERY, 2 * STEPS_PER_EPOCH + 1, CHECKPOINT_EVERY))
-INTERVAL_SCALARS = ("loss", "learning_rate", "examples_per_second")
+INTERVAL_SCALARS = ("loss", "learning_rate", "examples_per_second", "replica_spread")
 
 
 def free_port():

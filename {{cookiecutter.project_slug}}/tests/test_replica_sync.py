@@ -5,9 +5,13 @@ import logging
 import os
 
 import numpy as np
-from conftest import scalars
+import pytest
+import tensorflow as tf
+from conftest import sample_statistics, scalars, with_every_engine_model
 
 from {{ cookiecutter.package_name }} import replica_sync
+from {{ cookiecutter.package_name }}.compat import keras, tf_variable
+from {{ cookiecutter.package_name }}.task import build_model
 from {{ cookiecutter.package_name }}.training import train
 
 NUDGE = 1e-3
@@ -58,20 +62,59 @@ def test_the_chiefs_copy_is_the_one_kept(two_replicas, sgd_config, monkeypatch):
     in_sync = train(sgd_config("in sync", 32, **RUN), two_replicas)
     nudging(monkeypatch, two_replicas, replica=0)
     kept = train(sgd_config("kept", 32, **RUN), two_replicas)
+    # Repaired once: the second checkpoint's check found every copy equal.
     assert kept["replica_repairs"] == 1
     # The nudge stayed (on every copy): the run trained on from the chief's.
     assert kept["weights_fingerprint"] != in_sync["weights_fingerprint"]
 
 
-def test_a_checksum_changes_with_any_element_by_a_rounding():
-    values = np.array([0.0, 1.5, -2.25, 3.0], np.float32)
+def changes_with_any_element(values):
+    """Whether the checksum of `values` changes when any one element is a
+    rounding larger."""
+    unchanged = replica_sync.checksum(values)
+    for index in range(len(values)):
+        changed = values.copy()
+        changed[index] = np.nextafter(values[index], np.float32(9))
+        if replica_sync.checksum(changed) == unchanged:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("piece", [2**22, 2], ids=["one piece", "pieces of 2"])
+def test_a_checksum_changes_with_any_element_by_a_rounding(monkeypatch, piece):
+    monkeypatch.setattr(replica_sync, "PIECE", piece)
+    values = np.array([1.5, 2.5, 3.5, 4.5, -2.25, 0.0, 3.0], np.float32)
     assert replica_sync.checksum(values) == replica_sync.checksum(values.copy())
-    assert replica_sync.checksum(values) != replica_sync.checksum(np.nextafter(values, 9))
-    # One element a rounding up, another a rounding down: their bits' plain sum
-    # is unchanged.
-    up_and_down = values.copy()
-    up_and_down[1] = np.nextafter(values[1], np.float32(9))
-    up_and_down[3] = np.nextafter(values[3], np.float32(0))
-    assert replica_sync.checksum(values) != replica_sync.checksum(up_and_down)
+    assert changes_with_any_element(values)
+    # Roundings up and down that cancel in a plain sum of the bits, and in one
+    # weighted by position (positions 0 + 3 = 1 + 2).
+    up_down_down_up = values.copy()
+    for index, towards in zip(range(4), (9, -9, -9, 9), strict=True):
+        up_down_down_up[index] = np.nextafter(values[index], np.float32(towards))
+    assert replica_sync.checksum(values) != replica_sync.checksum(up_down_down_up)
     for dtype in ("float16", "float64", "int64"):
         assert replica_sync.checksum(values.astype(dtype)).dtype == "int64"
+
+
+def with_per_replica_batch_norm(model):
+    """`model` with a BatchNormalization of per-replica statistics on its output."""
+    normalized = keras.layers.BatchNormalization(synchronized=False)(model.outputs[0])
+    return keras.Model(model.inputs, normalized)
+
+
+def test_per_replica_batch_norm_statistics_are_named_once_and_not_counted_as_drift(
+    two_replicas, sgd_config, monkeypatch, caplog
+):
+    with_every_engine_model(monkeypatch, with_per_replica_batch_norm)
+    with caplog.at_level(logging.WARNING):
+        summary = train(sgd_config("per-replica statistics", 32, **RUN), two_replicas)
+    assert (summary["replica_spread"], summary["replica_repairs"]) == (0.0, 0)
+    named = [r.getMessage() for r in caplog.records if "keep per-replica statistics" in r.getMessage()]
+    # Keras 3 mirrors the statistics (each replica writes its own copy); tf_keras
+    # keeps them per replica, summed on read (nothing to compare).
+    with two_replicas.scope():
+        layer = with_per_replica_batch_norm(build_model(sample_statistics())).layers[-1]
+    mirrored = tf_variable(layer.moving_mean).synchronization != tf.VariableSynchronization.ON_READ
+    assert len(named) == (1 if mirrored else 0), named
+    if mirrored:
+        assert "BatchNormalization(synchronized=True)" in named[0], named[0]

@@ -27,7 +27,7 @@ with strategy.scope():
 kernel = tf_variable(model.trainable_variables[0])
 (copy,) = strategy.experimental_local_results(kernel)
 before = copy.numpy()
-sync = ReplicaSync(strategy, lambda: model.weights)
+sync = ReplicaSync(strategy, model)
 if strategy.cluster_resolver.task_id == 1:
     copy.assign(copy + {NUDGE})
 first = sync.check()

@@ -144,9 +144,7 @@ class Controller:
         self.model_dir = model_dir  # a local path or a URL (gs://): joined with os.path
         self.write_dir = write_dir
         self.weights_finite = make_finite_check(engine.model.trainable_variables)
-        self.replica_sync = ReplicaSync(
-            strategy, lambda: [*engine.model.weights, *engine.optimizer.variables]
-        )
+        self.replica_sync = ReplicaSync(strategy, engine.model, engine.optimizer)
         self.throughput = Throughput(plan.global_batch_size)
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None

@@ -331,8 +331,11 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_pr
         )
         return batches.take(shards.steps_per_pass * batches_per_step)
 
-    batches = tf.data.Dataset.counter(first_pass).flat_map(one_pass)
-    batches = skipped(batches, offset * batches_per_step, on_skip_progress)
+    # The skip (and its progress filter) holds the pass it lands in, not the
+    # passes after it; each pass is built alike (its index a tensor).
+    first = tf.data.Dataset.from_tensors(tf.constant(first_pass, tf.int64)).flat_map(one_pass)
+    batches = skipped(first, offset * batches_per_step, on_skip_progress)
+    batches = batches.concatenate(tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass))
     batches = batches.take((epochs * plan.steps_per_epoch - first_step) * batches_per_step)
     batches = batches.map(
         lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE

@@ -14,8 +14,9 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.compat import keras, random_layers, replica_copies
+from {{ cookiecutter.package_name }}.compat import keras, random_layers, replica_copies, variable_path
 from {{ cookiecutter.package_name }}.data import data_sharding, training_input
+from {{ cookiecutter.package_name }}.replica_sync import unsynchronized_batch_norms
 from {{ cookiecutter.package_name }}.report import CheckFailed, CheckWarning
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
 from {{ cookiecutter.package_name }}.training import build_engine, prepare_run
@@ -36,6 +37,10 @@ SYNC_LEARNING_RATE = 0.05
 # steps), so only the first step is compared; replica copies after all of them.
 UPDATE_TOLERANCE = 1e-3
 LOSS_TOLERANCE = 1e-5
+# Replica copies rounded apart by a non-deterministic kernel over those steps
+# differ in their last bits (about 1e-7 of their values); written apart, by far
+# more.
+ROUNDING_SHARE = 1e-4
 
 
 def record_batch_size(features, batch_sizes):
@@ -209,13 +214,15 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
         )
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(tf32)
-    # Copies of a distributed variable that differ drifted apart: a variable
-    # created outside the scope has one copy, which the variables check names.
-    drift = {
-        variable.name: copies_spread(replica_copies(strategy, variable))
+    # Copies of a distributed variable that differ were rounded apart by a
+    # non-deterministic kernel (a few of their values' last bits), or written on
+    # each replica on its own (far more). A variable created outside the scope
+    # has one copy, which the variables check names.
+    diverged = [
+        (variable_path(variable), *copies_spread(replica_copies(strategy, variable)))
         for variable in distributed.synchronized_variables()
-    }
-    diverged = [name for name, spread in drift.items() if spread > 0]
+    ]
+    diverged = [(name, spread, share) for name, spread, share in diverged if spread > 0]
     # The first step, from the same weights: float rounding leaves the two a
     # tiny share of the step's update apart, and grows through a deep network
     # step after step, while a sync fault is a large share of it from the start.
@@ -239,14 +246,23 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
     if left_on:
         detail += f"; random layer(s) left on: {', '.join(left_on)}"
     in_step = relative <= UPDATE_TOLERANCE and abs(ratio - 1) <= LOSS_TOLERANCE
+    written_apart = [name for name, _, share in diverged if share > ROUNDING_SHARE]
+    if in_step and written_apart:
+        raise CheckFailed(
+            f"{detail}; replica copies of {listed(written_apart)} differ by more than"
+            f" {ROUNDING_SHARE:g} of their values, beyond float rounding: each replica writes"
+            " its own copy - batch normalization with per-replica statistics"
+            f" ({listed(unsynchronized_batch_norms(distributed.model)) or 'none found'}:"
+            " build every one with BatchNormalization(synchronized=True)), or a layer that"
+            " assigns a variable in its call (give it aggregation='mean')"
+        )
     if in_step and diverged:
-        named = ", ".join(diverged[:3]) + (", ..." if len(diverged) > 3 else "")
         raise CheckWarning(
-            f"{detail}; replica copies of {named} drifted apart by up to"
-            f" {max(drift.values()):.1e}: a non-deterministic kernel (an Embedding's sparse"
-            " update, some GPU reductions) rounds each replica's update otherwise - a run"
-            " compares and repairs the copies before every checkpoint (replica_sync.py);"
-            " --deterministic rules the drift out"
+            f"{detail}; replica copies of {listed([name for name, _, _ in diverged])} drifted"
+            f" apart by up to {max(spread for _, spread, _ in diverged):.1e}: a"
+            " non-deterministic kernel (an Embedding's sparse update, some GPU reductions)"
+            " rounds each replica's update otherwise - a run compares and repairs the copies"
+            " before every checkpoint (replica_sync.py); --deterministic rules the drift out"
         )
     if in_step:
         if replicas == 1:
@@ -267,11 +283,18 @@ def compare_with_one_device(strategy, config, plan, steps, split_ok=True):
 
 
 def copies_spread(copies):
-    """The largest difference between a variable's replica copies (0.0: equal)."""
+    """The largest difference between a variable's replica copies (0.0: equal),
+    and its share of the variable's largest value."""
     first = np.asarray(copies[0], np.float64)
-    return max(
-        float(np.max(np.abs(np.asarray(c, np.float64) - first), initial=0.0)) for c in copies
+    spread = max(
+        float(np.max(np.abs(np.asarray(copy, np.float64) - first), initial=0.0)) for copy in copies
     )
+    largest = float(np.max(np.abs(first), initial=0.0))
+    return spread, spread / largest if largest else math.inf
+
+
+def listed(names, shown=3):
+    return ", ".join(names[:shown]) + (", ..." if len(names) > shown else "")
 
 
 def largest_difference(weights, others):
@@ -297,17 +320,6 @@ def on_one_device(plan):
     return dataclasses.replace(
         plan, per_replica_batch_size=plan.evaluation_batch_size, replicas=1, shards=shards
     )
-
-
-def unsynchronized_batch_norms(model):
-    """Names of the model's BatchNormalization layers with per-replica statistics."""
-    found = []
-    for layer in model.layers:
-        if hasattr(layer, "layers"):  # a nested model
-            found += unsynchronized_batch_norms(layer)
-        elif isinstance(layer, keras.layers.BatchNormalization) and not layer.synchronized:
-            found.append(layer.name)
-    return found
 
 
 def likely_cause(loss_ratio, replicas, split_ok, model):
