@@ -109,7 +109,8 @@ def test_per_replica_batch_norm_statistics_are_named_once_and_not_counted_as_dri
     with caplog.at_level(logging.WARNING):
         summary = train(sgd_config("per-replica statistics", 32, **RUN), two_replicas)
     assert (summary["replica_spread"], summary["replica_repairs"]) == (0.0, 0)
-    named = [r.getMessage() for r in caplog.records if "keep per-replica statistics" in r.getMessage()]
+    messages = [record.getMessage() for record in caplog.records]
+    named = [message for message in messages if "keep per-replica statistics" in message]
     # Keras 3 mirrors the statistics (each replica writes its own copy); tf_keras
     # keeps them per replica, summed on read (nothing to compare).
     with two_replicas.scope():
