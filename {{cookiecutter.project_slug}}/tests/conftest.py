@@ -44,6 +44,13 @@ import pytest  # noqa: E402
 from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
 from {{ cookiecutter.package_name }}.data import ArraySource  # noqa: E402
+{%- if cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.launch import (  # noqa: E402
+    free_ports,
+    worker_environment,
+    worker_tf_configs,
+)
+{%- endif %}
 {%- if cookiecutter.data_source == "tfrecord" %}
 from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 {%- endif %}
@@ -552,3 +559,30 @@ batch_records = data.batch_records
 data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
 runpy.run_module("{{ cookiecutter.package_name }}", run_name="__main__", alter_sys=True)
 """
+{%- if cookiecutter.distribution == "multi_worker" %}
+
+
+def run_on_workers(script, workers):
+    """Python `script` run by each worker of a localhost cluster of `workers`
+    (its TF_CONFIG set, CPUs only): each worker's (stdout, stderr), all exited 0."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            env=worker_environment(tf_config, "-1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tf_config in worker_tf_configs(free_ports(workers))
+    ]
+    outputs = []
+    try:
+        for process in processes:
+            output, errors = process.communicate(timeout=300)
+            assert process.returncode == 0, errors[-3000:]
+            outputs.append((output, errors))
+    finally:
+        for process in processes:
+            process.kill()
+    return outputs
+{%- endif %}

@@ -161,6 +161,7 @@ def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cook
     # Deterministic kernels are not the default ones (the weights differ from a
     # default run's in the last bits), but two runs with the flag agree exactly.
     # Seed 0 on purpose: a global TensorFlow seed of 0 once crashed every run.
+    # The flag alone turns them on (not the tests' TF_DETERMINISTIC_OPS).
     fingerprints = []
     for run in ("first", "second"):
         # fmt: off
@@ -170,6 +171,7 @@ def test_deterministic_reruns_give_bit_identical_weights(cli, tmp_path{% if cook
             "--data-dir", str(data_dir),
 {%- endif %}
             "--model-dir", str(tmp_path / run), "--summary-json", str(tmp_path / f"{run}.json"),
+            env={"TF_DETERMINISTIC_OPS": "0"},
         )
         # fmt: on
         assert result.returncode == 0, result.stderr

@@ -218,33 +218,30 @@ def apart_after(run_steps, share, nudged):
     return run
 
 
-def test_copies_that_drift_apart_warn_of_the_kernels_not_the_scope(
-    config, two_replicas, monkeypatch
+@pytest.mark.parametrize(
+    "share, outcome, expected, fix",
+    [
+        # A few last bits: what a non-deterministic update kernel leaves, such
+        # as an Embedding's sparse update.
+        (3e-7, doctor.CheckWarning, "drifted apart by up to ", "--deterministic rules the drift"),
+        # A hundredth of the values: each replica wrote its own copy.
+        (1e-2, doctor.CheckFailed, "differ by more than 0.0001 of", "writes its own copy"),
+    ],
+    ids=["rounded apart", "written apart"],
+)
+def test_copies_apart_warn_of_the_kernels_or_fail_not_as_a_scope_error(
+    config, two_replicas, monkeypatch, share, outcome, expected, fix
 ):
-    # A few last bits: what a non-deterministic update kernel leaves, such as
-    # an Embedding's sparse update. (The first variable: one of several of its
-    # short name, such as `kernel`, which the warning must still tell apart.)
+    # The first variable: one of several of its short name (`kernel`), which
+    # the line must still tell apart.
     _, plan = doctor.check_dataset(config, two_replicas)
     nudged = []
-    monkeypatch.setattr(probe, "run_steps", apart_after(probe.run_steps, 3e-7, nudged))
-    with pytest.raises(doctor.CheckWarning) as warning:
+    monkeypatch.setattr(probe, "run_steps", apart_after(probe.run_steps, share, nudged))
+    with pytest.raises(outcome) as raised:
         probe.compare_with_one_device(two_replicas, config, plan, doctor.SYNC_STEPS)
-    found = str(warning.value)
-    assert f"replica copies of {nudged[0]} drifted apart by up to " in found, found
-    assert "--deterministic rules the drift out" in found
-    assert "outside strategy.scope()" not in found
-
-
-def test_copies_written_apart_fail_sync_beyond_rounding(config, two_replicas, monkeypatch):
-    # A hundredth of the values: each replica wrote its own copy.
-    _, plan = doctor.check_dataset(config, two_replicas)
-    nudged = []
-    monkeypatch.setattr(probe, "run_steps", apart_after(probe.run_steps, 1e-2, nudged))
-    with pytest.raises(doctor.CheckFailed) as failed:
-        probe.compare_with_one_device(two_replicas, config, plan, doctor.SYNC_STEPS)
-    found = str(failed.value)
-    assert f"replica copies of {nudged[0]} differ by more than 0.0001 of their values" in found
-    assert "each replica writes its own copy" in found, found
+    found = str(raised.value)
+    assert f"replica copies of {nudged[0]} {expected}" in found, found
+    assert fix in found and "outside strategy.scope()" not in found
 
 
 def one_replica(cpu_replicas=None):

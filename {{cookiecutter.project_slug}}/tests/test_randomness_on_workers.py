@@ -4,10 +4,7 @@ and the same traced graph, so random ops seeded by the graph alone would draw
 the same masks on each of them: W workers x G GPUs would get G streams, not W x G.
 """
 
-import subprocess
-import sys
-
-from {{ cookiecutter.package_name }}.launch import free_ports, worker_environment, worker_tf_configs
+from conftest import run_on_workers
 
 WORKERS = 2
 CALLS = 2
@@ -42,27 +39,10 @@ for _ in range({CALLS}):
 
 
 def test_every_replica_on_every_worker_draws_its_own_masks():
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", DRAW_MASKS],
-            env=worker_environment(tf_config, "-1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tf_config in worker_tf_configs(free_ports(WORKERS))
+    masks = [
+        [line.split()[1] for line in output.splitlines() if line.startswith("mask ")]
+        for output, _ in run_on_workers(DRAW_MASKS, WORKERS)
     ]
-    masks = []
-    try:
-        for process in processes:
-            output, errors = process.communicate(timeout=300)
-            assert process.returncode == 0, errors[-3000:]
-            masks.append(
-                [line.split()[1] for line in output.splitlines() if line.startswith("mask ")]
-            )
-    finally:
-        for process in processes:
-            process.kill()
     assert [len(drawn) for drawn in masks] == [CALLS] * WORKERS, masks
     # Each worker's masks at each call, and its calls: every mask drawn once.
     every_mask = [mask for drawn in masks for mask in drawn]

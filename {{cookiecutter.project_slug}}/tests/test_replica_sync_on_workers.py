@@ -4,10 +4,8 @@ copy on every worker takes the chief's values.
 """
 
 import json
-import subprocess
-import sys
 
-from {{ cookiecutter.package_name }}.launch import free_ports, worker_environment, worker_tf_configs
+from conftest import run_on_workers
 
 WORKERS = 2
 NUDGE = 0.25
@@ -38,26 +36,8 @@ print(json.dumps(dict(found, before=before.tolist(), after=copy.numpy().tolist()
 
 
 def test_a_copy_that_drifted_on_one_worker_is_repaired_on_every_worker():
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", CHECK_A_NUDGED_WORKER],
-            env=worker_environment(tf_config, "-1"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for tf_config in worker_tf_configs(free_ports(WORKERS))
-    ]
-    found, logs = [], []
-    try:
-        for process in processes:
-            output, errors = process.communicate(timeout=300)
-            assert process.returncode == 0, errors[-3000:]
-            found.append(json.loads(output.splitlines()[-1]))
-            logs.append(errors)
-    finally:
-        for process in processes:
-            process.kill()
+    outputs = run_on_workers(CHECK_A_NUDGED_WORKER, WORKERS)
+    found = [json.loads(output.splitlines()[-1]) for output, _ in outputs]
     chief, other = found
     # Both workers saw the nudge (the chief's own copy was never touched), once.
     for worker in found:
@@ -66,4 +46,6 @@ def test_a_copy_that_drifted_on_one_worker_is_repaired_on_every_worker():
     # Every copy now holds the chief's values: the nudge is gone from the other.
     assert chief["after"] == chief["before"] == other["after"]
     assert other["before"] == chief["before"]
-    assert "replica copies of 1 variable(s) differed, by up to 0.25: " in logs[0], logs[0][-3000:]
+    _, chief_log = outputs[0]
+    found_line = "replica copies of 1 variable(s) differed, by up to 0.25: "
+    assert found_line in chief_log, chief_log[-3000:]
