@@ -20,51 +20,52 @@ RUN = dict(epochs=1, steps_per_epoch=4, checkpoint_every=2)
 
 def nudging(monkeypatch, strategy, replica):
     """Before the run's first check, add NUDGE to one copy of the model's first
-    variable: the copy on `replica`."""
+    variable: the copy on `replica`. Returns a list that gets its name."""
     check = replica_sync.ReplicaSync.check
     nudged = []
 
     def check_after_a_nudge(self):
         if not nudged:
             self.build()
-            _, value = self.mirrored[0]
+            name, value = self.mirrored[0]
             copy = strategy.experimental_local_results(value)[replica]
             copy.assign(copy + NUDGE)
-            nudged.append(copy.name)
+            nudged.append(name)
         return check(self)
 
     monkeypatch.setattr(replica_sync.ReplicaSync, "check", check_after_a_nudge)
     return nudged
 
 
-def test_a_copy_that_drifted_is_repaired_at_the_next_checkpoint(
+def test_a_copy_that_drifted_is_repaired_to_the_chiefs_at_the_next_checkpoint(
     two_replicas, sgd_config, monkeypatch, caplog
 ):
     in_sync = train(sgd_config("in sync", 32, **RUN), two_replicas)
     assert (in_sync["replica_spread"], in_sync["replica_repairs"]) == (0.0, 0)
-    nudging(monkeypatch, two_replicas, replica=1)
-    with caplog.at_level(logging.WARNING):
+
+    # The second replica's copy nudged: found once, by its size, named, and
+    # undone before any step trained on it.
+    with monkeypatch.context() as patch, caplog.at_level(logging.WARNING):
+        nudged = nudging(patch, two_replicas, replica=1)
         config = sgd_config("repaired", 32, **RUN)
         repaired = train(config, two_replicas)
-    # Found once, by its size, named, and undone before any step trained on it.
     assert repaired["replica_repairs"] == 1
     assert np.isclose(repaired["replica_spread"], NUDGE, rtol=1e-3)
     (warning,) = [r.getMessage() for r in caplog.records if "replica copies" in r.getMessage()]
-    assert warning.startswith("replica copies of 1 variable(s) differed, by up to 0.001: "), warning
+    found = f"replica copies of 1 variable(s) differed, by up to 0.001: {nudged[0]} (0.001)"
+    assert warning.startswith(found), warning
     assert repaired["weights_fingerprint"] == in_sync["weights_fingerprint"]
     # TensorBoard: the spread at each checkpoint (steps 2 and 4), 0 once repaired.
     spreads = scalars(os.path.join(config.model_dir, "logs"))["replica_spread"]
     assert [step for step, _ in spreads] == [2, 4], spreads
     assert np.isclose(spreads[0][1], NUDGE, rtol=1e-3) and spreads[1][1] == 0.0, spreads
 
-
-def test_the_chiefs_copy_is_the_one_kept(two_replicas, sgd_config, monkeypatch):
-    in_sync = train(sgd_config("in sync", 32, **RUN), two_replicas)
+    # The chief's first copy nudged: that one is kept, on every copy, and the
+    # run trains on from it. Repaired once: the second checkpoint's check found
+    # every copy equal.
     nudging(monkeypatch, two_replicas, replica=0)
     kept = train(sgd_config("kept", 32, **RUN), two_replicas)
-    # Repaired once: the second checkpoint's check found every copy equal.
     assert kept["replica_repairs"] == 1
-    # The nudge stayed (on every copy): the run trained on from the chief's.
     assert kept["weights_fingerprint"] != in_sync["weights_fingerprint"]
 
 
