@@ -32,7 +32,8 @@ demo: $(VENV)/.installed
 		--model-dir runs/demo --summary-json runs/demo/summary.json
 	$(BIN)/python -c "import json, sys; s = json.load(open(sys.argv[1])); \
 		print('replicas:', s['replicas'], ' global batch:', s['global_batch_size'], \
-		' losses per epoch:', ', '.join('%.4f' % x for x in s['losses']))" \
+		' losses per epoch:', ', '.join('%.4f' % x for x in s['losses']), \
+		' replica copies apart by:', s['replica_spread'], '(repairs: %d)' % s['replica_repairs'])" \
 		$(DEMO)/runs/demo/summary.json
 	cd $(DEMO) && ../../../$(BIN)/tf-distributed-trainer doctor --cpu-replicas 2
 

@@ -23,7 +23,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--vocabulary", type=int, default=2000, help="embedding rows")
-    parser.add_argument("--length", type=int, default=200, help="token ids per example")
+    parser.add_argument("--length", type=int, default=200, help="longest sequence of ids")
     parser.add_argument("--batch", type=int, default=256, help="global batch")
     parser.add_argument("--deterministic", action="store_true", help="op determinism on")
     args = parser.parse_args(argv)
@@ -70,7 +70,12 @@ def main(argv=None):
 
     rng = np.random.default_rng(0)
     for number in range(1, args.steps + 1):
-        tokens = rng.integers(0, args.vocabulary, (args.batch, args.length))
+        # Sequences of 3 to `length` ids, padded with id 0 (as text is): the
+        # padding repeats one row's id thousands of times a step.
+        lengths = rng.integers(3, args.length, args.batch)
+        tokens = np.zeros((args.batch, args.length), np.int64)
+        for row, length in enumerate(lengths):
+            tokens[row, :length] = rng.integers(1, args.vocabulary, length)
         step(*halves(tokens, (tokens[:, 0] % 2).astype("float32")))
         if number in REPORTED_STEPS or number == args.steps:
             spreads = {}

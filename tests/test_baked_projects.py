@@ -116,6 +116,8 @@ FRAMEWORK_CASES = (
     "test_doctor.py::test_custom_loop_state_built_outside_the_scope_fails_variables",
     "test_doctor.py::test_an_input_bound_pipeline_gives_a_warning_with_both_figures",
     "test_doctor.py::test_doctor_command_fails_when_a_check_fails",
+    "test_doctor.py::test_copies_apart_warn_of_the_kernels_or_fail_not_as_a_scope_error",
+    "test_replica_sync.py::test_a_copy_that_drifted_is_repaired_to_the_chiefs_at_the_next_checkpoint",
     "test_resume.py::test_a_url_model_dir_holds_the_whole_run_which_resumes_and_exports_from_it",
     "test_resume.py::test_a_finished_run_restarted_has_nothing_left_to_train",
     "test_resume.py::test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint",
