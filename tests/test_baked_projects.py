@@ -88,6 +88,7 @@ LEFT_TO_THE_MIRRORED_SUITES = (
     "test_mlflow_tracking.py::test_export_registers_a_model_version_that_names_its_run",
     "test_mlflow_tracking.py::test_export_refuses_a_registration_it_cannot_make_before_writing",
     "test_importing.py",
+    "test_data.py::test_a_resume_at_any_step_lands_on_the_uninterrupted_batches",
     "test_resume.py::test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly",
     # Its fault cases in make test stop a run that makes no progress on 2 workers.
     "test_resume.py::test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it",
@@ -135,6 +136,9 @@ FRAMEWORK_CASES = (
     "test_resume.py::test_resuming_with_another_global_batch_is_refused_and_the_same_one_continues",
     "test_resume.py::test_a_damaged_checkpoint_state_file_is_refused_not_retried",
     "test_custom_loop.py::test_a_loss_scaled_by_the_local_batch_fails_the_comparison",
+    # The training order's blocks and resumes, on a source of row indices.
+    "test_data.py::test_a_resume_at_any_step_lands_on_the_uninterrupted_batches",
+    "test_data.py::test_a_resumes_progress_filter_holds_the_block_it_lands_in_only",
     "test_custom_loop.py::test_xla_compiled_step_trains_like_the_plain_step",
     "test_statistics.py::test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs",
     "test_statistics.py::test_statistics_that_are_not_finite_are_refused_in_one_line",

@@ -17,7 +17,7 @@ from {{ cookiecutter.package_name }}.data import DataError
 
 log = logging.getLogger(__name__)
 
-# Files read at once by each worker's pipeline.
+# Files read at once: by an evaluation, and by a block of training (data.py).
 READ_PARALLELISM = 16
 # The record shuffle buffer holds serialized records, at most this many bytes of
 # them (and at most SHUFFLE_RECORDS): filling it is start-up time and host memory.
@@ -43,20 +43,25 @@ class RecordSource:
     label_offset: int = 0
 
     def records(self, files, seed=None):
-        """The records of `files` (indices); with a seed, files and records shuffled."""
-        paths = tf.data.Dataset.from_tensor_slices([self.files[index] for index in files])
+        """The records of `files` (indices: a sequence or a tensor); with a seed,
+        files and records shuffled."""
+        paths = tf.data.Dataset.from_tensor_slices(tf.gather(self.files, files))
+        files_count = tf.size(files, out_type=tf.int64)
         if seed is not None:
-            paths = paths.shuffle(len(files), seed=seed)
+            paths = paths.shuffle(files_count, seed=seed, reshuffle_each_iteration=False)
         # Several files at once. deterministic=True: the order must be a function of
         # the seed, for exact resume and because DATA sharding has every worker keep
         # every W-th record of the same sequence.
         records = paths.interleave(
             tf.data.TFRecordDataset,
-            cycle_length=min(len(files), READ_PARALLELISM),
+            cycle_length=READ_PARALLELISM,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
         )
-        return records if seed is None else records.shuffle(self.shuffle_buffer(), seed=seed)
+        if seed is None:
+            return records
+        # Not reshuffled: a block is read once, in the order of its seed alone.
+        return records.shuffle(self.shuffle_buffer(), seed=seed, reshuffle_each_iteration=False)
 
     def shuffle_buffer(self):
         record_bytes = max(self.bytes // max(sum(self.counts), 1), 1)

@@ -24,6 +24,38 @@ class RowIndices(ArraySource):
         return rows, rows
 
 
+class FileRows:
+    """A source of `len(counts)` files, file f holding the next counts[f] row
+    indices, read as TFRecord shards are (data.Source): `read` counts the
+    records read."""
+
+    def __init__(self, counts):
+        self.counts = tuple(counts)
+        self.starts = tf.constant(np.cumsum((0, *counts))[:-1], tf.int64)
+        self.read = tf.Variable(0, dtype=tf.int64)
+
+    def records(self, files, seed=None):
+        def rows_of(file):
+            rows = tf.data.Dataset.range(self.counts_of(file))
+            return rows.map(lambda row: row + self.starts[file])
+
+        paths = tf.data.Dataset.from_tensor_slices(tf.cast(files, tf.int64))
+        if seed is not None:
+            paths = paths.shuffle(tf.size(files, out_type=tf.int64), seed, False)
+        records = paths.interleave(rows_of, cycle_length=16).map(self.counted)
+        return records if seed is None else records.shuffle(64, seed, False)
+
+    def counts_of(self, file):
+        return tf.gather(tf.constant(self.counts, tf.int64), file)
+
+    def counted(self, record):
+        with tf.control_dependencies([self.read.assign_add(1)]):
+            return tf.identity(record)
+
+    def parse(self, rows, *keys):
+        return rows, rows
+
+
 def source(count, kind=RowIndices):
     return kind(*sample_examples(count, seed=0))
 
@@ -108,46 +140,93 @@ def test_the_order_is_a_function_of_seed_and_epoch():
     assert sorted(sum(order(1, 0), [])) == sorted(sum(order(1, 1), []))
 
 
-def test_a_resumed_epoch_starts_at_the_batch_the_uninterrupted_one_reached():
-    plan = plan_for(256, 32)
-    whole = rows(worker_batches(plan, seed=5, epoch=2, first_step=0))
-    assert rows(worker_batches(plan, seed=5, epoch=2, first_step=3)) == whole[3:]
-
-
 def test_a_resumes_skip_reports_its_progress_and_lands_on_the_same_batches(monkeypatch):
     # The watchdog's progress: a skip through hundreds of GB is not a stall.
-    monkeypatch.setattr(data, "SKIP_REPORT_BATCHES", 2)
-    plan = plan_for(256, 32)
+    monkeypatch.setattr(data, "SKIP_REPORT_RECORDS", 64)
+    plan = plan_for(256, 32)  # in memory: one block
     reports = []
     resumed = worker_batches(plan, 5, 2, 7, on_skip_progress=lambda: reports.append(1))
     assert rows(resumed) == rows(worker_batches(plan, seed=5, epoch=2, first_step=0))[7:]
-    assert len(reports) == 4  # at skipped batches 0, 2, 4 and 6 of 7
+    assert len(reports) == 4  # at skipped records 0, 64, 128 and 192 of 224
 
 
-def dataset_nodes(dataset):
-    """{node name: (op, [input node names])} of a dataset's serialized graph."""
+def files_plan(counts, global_batch_size, num_workers=1, replicas=1, **kwargs):
+    return make_plan(
+        FileRows(counts), source(8), global_batch_size // replicas, replicas, num_workers, **kwargs
+    )
+
+
+def functions_with(dataset, op):
+    """{name: {node: (op, [input nodes])}} of the functions in a dataset's
+    serialized graph that hold an `op` node (each pass's records are built in one)."""
     graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    functions = {
+        function.signature.name: {
+            node.name: (node.op, [name.split(":")[0].lstrip("^") for name in node.input])
+            for node in function.node_def
+        }
+        for function in graph.library.function
+    }
     return {
-        node.name: (node.op, [name.split(":")[0].lstrip("^") for name in node.input])
-        for node in graph.node
+        name: nodes
+        for name, nodes in functions.items()
+        if any(found == op for found, _ in nodes.values())
     }
 
 
-def test_a_resumes_progress_filter_holds_the_pass_it_lands_in_only():
-    plan = plan_for(256, 32)  # 8 batches a pass: the resume lands in pass 2, 2 follow
-    resumed = worker_batches(plan, 5, 2, 3, epochs=3, on_skip_progress=lambda: None)
-    nodes = dataset_nodes(resumed)
+def test_a_resumes_progress_filter_holds_the_block_it_lands_in_only():
+    plan = files_plan([20] * 32, 32)  # 2 files a block, 20 steps a pass: step 12 is in block 9
+    resumed = worker_batches(plan, 5, 2, 12, epochs=3, on_skip_progress=lambda: None)
+    ((name, nodes),) = functions_with(resumed, "FilterDataset").items()
 
-    def upstream(name):
-        op, inputs = nodes[name]
-        return {op}.union(*(upstream(found) for found in inputs))
+    def upstream(node):
+        op, inputs = nodes[node]
+        return {op}.union(*(upstream(found) for found in inputs if found in nodes))
 
-    (inputs,) = [inputs for op, inputs in nodes.values() if op == "ConcatenateDataset"]
-    first, rest = inputs
-    assert "FilterDataset" in upstream(first)
+    ((landing, rest),) = [inputs for op, inputs in nodes.values() if op == "ConcatenateDataset"]
+    assert "FilterDataset" in upstream(landing)
     assert "FilterDataset" not in upstream(rest)
     whole = rows(worker_batches(plan, seed=5, epoch=2, first_step=0, epochs=3))
-    assert rows(resumed) == whole[3:]
+    assert rows(resumed) == whole[12:]
+
+
+@pytest.mark.parametrize(
+    "counts, num_workers, policy",
+    [([10] * 40, 2, data.FILE), ([100, 10, 10], 2, data.DATA)],
+)
+def test_a_resume_at_any_step_lands_on_the_uninterrupted_batches(counts, num_workers, policy):
+    # The second worker: DATA's every-W-th record from a position not the pass's
+    # start; one worker reads as FILE does.
+    plan = files_plan(counts, 40, num_workers, 2 * num_workers, steps_per_epoch=4)
+    assert plan.shards.policy == policy
+    worker = num_workers - 1
+    whole = rows(worker_batches(plan, 3, 0, 0, worker, epochs=4))
+    for step in range(plan.shards.steps_per_pass + 2):  # every block, into the second pass
+        epoch, first_step = divmod(step, 4)
+        resumed = rows(worker_batches(plan, 3, epoch, first_step, worker, epochs=4 - epoch))
+        assert resumed == whole[2 * step :], step
+
+
+def test_a_pass_reads_its_files_in_shuffled_blocks_of_records_shuffled_together():
+    plan = files_plan([10] * 64, 20)  # 4 files a block
+    assert data.block_width(64) == 4
+    passes = [sum(rows(worker_batches(plan, 1, epoch, 0)), []) for epoch in range(2)]
+    for records in passes:
+        assert sorted(records) == list(range(640))
+        blocks = [records[start : start + 40] for start in range(0, 640, 40)]
+        assert all(len({row // 10 for row in block}) == 4 for block in blocks)
+        assert any(block != sorted(block) for block in blocks)
+    assert passes[0][:40] != passes[1][:40]
+
+
+@pytest.mark.parametrize("into_pass", [0.1, 0.9])
+def test_a_resume_reads_at_most_one_block_before_its_first_batch(into_pass):
+    plan = files_plan([10] * 64, 20)  # 16 blocks of 40 records
+    first_step = int(into_pass * plan.shards.steps_per_pass)
+    next(iter(worker_batches(plan, 1, 0, first_step)))
+    # Everything before the step is 0.1 or 0.9 of the pass: 60 or 560 records.
+    # Read: its block, the next, and what the prefetch reads ahead.
+    assert plan.train.read.numpy() < 40 + 40 + 64
 
 
 def test_steps_per_epoch_continues_the_stream_across_epochs():

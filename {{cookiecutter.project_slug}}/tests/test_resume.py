@@ -275,8 +275,8 @@ def test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it(
             lines.append(line)
             if line.startswith("resumed from epoch"):
                 break
-        # The skip's batches take 0.5 s each, 10 s or more in all: the old handler
-        # waited for them, and for the save after the call.
+        # The resumed pipeline's batches take 0.5 s each, 10 s or more before the
+        # first call ends: the old handler waited for them, and for the save after it.
         time.sleep(1.0)
         assert_exits_143_at_once(process, "".join(lines), skipping=True)
     finally:

@@ -8,13 +8,15 @@ Each example gets a key of its own drawn from (seed, pass, position) for the
 task's augmentation, so augmentation is part of that pure function.
 
 The training order is a pure function of (seed, epoch, step). The data is read
-in passes: pass p shuffles the files, then the records, with seed + p. Epoch e
-is global steps e*K .. e*K+K-1 of the passes laid end to end (K: steps per
-epoch), so a --steps-per-epoch shorter than a pass continues the stream in the
-next epoch, and a run resumed at step S of epoch E rebuilds the pass that holds
-that step and skips to it: it sees what an uninterrupted run sees, without
-checkpointing a data iterator (which TensorFlow cannot do for a distributed
-dataset, tensorflow/tensorflow#56372).
+in passes: pass p shuffles the files with (seed, p) and deals them into blocks
+of a few files, read one after another, each block's records shuffled together.
+Epoch e is global steps e*K .. e*K+K-1 of the passes laid end to end (K: steps
+per epoch), so a --steps-per-epoch shorter than a pass continues the stream in
+the next epoch. A run resumed at step S of epoch E finds, from the record
+counts, the block that holds that step, opens it and skips inside it only: it
+sees what an uninterrupted run sees, reading at most one block before its first
+step wherever it lands in a pass, without checkpointing a data iterator (which
+TensorFlow cannot do for a distributed dataset, tensorflow/tensorflow#56372).
 
 Each worker builds its own pipeline (strategy.distribute_datasets_from_function)
 and feeds each of its replicas one per-replica batch per step. plan_shards
@@ -41,8 +43,15 @@ DATA = tf.data.experimental.AutoShardPolicy.DATA
 FILE = tf.data.experimental.AutoShardPolicy.FILE
 # Rows summarized at a time for the training data's statistics.
 STATISTICS_BATCH = 4096
-# A resume's skip to its position reports progress every this many batches.
-SKIP_REPORT_BATCHES = 256
+# A pass is read in blocks of files: a resume reads the records of one block, at
+# most, before its position. At least this many blocks a pass where the files
+# allow (a resume then reads a sixteenth of a pass at most) ...
+BLOCKS_PER_PASS = 16
+# ... and at most this many files a block: the files whose records are read at
+# once and shuffled together.
+BLOCK_FILES = 16
+# A resume's skip to its position reports progress every this many records.
+SKIP_REPORT_RECORDS = 4096
 
 
 class DataError(TrainerError):
@@ -55,7 +64,8 @@ class Source(typing.Protocol):
     counts: tuple[int, ...]  # records per file: all the planning reads
 
     def records(self, files, seed=None) -> tf.data.Dataset:
-        """The records of `files` (indices), unparsed; with a seed, shuffled."""
+        """The records of `files` (indices: a sequence or a 1-D int64 tensor),
+        unparsed; with a seed (a scalar, maybe a tensor), shuffled."""
 
     def parse(self, records, keys=None):
         """A batch of records -> (inputs, labels); `keys`: training's augmentation keys."""
@@ -83,7 +93,9 @@ class ArraySource:
     def records(self, files, seed=None):
         """The row indices (`files` is always the one "file"); with a seed, shuffled."""
         rows = tf.data.Dataset.range(len(self.labels))
-        return rows if seed is None else rows.shuffle(len(self.labels), seed=seed)
+        if seed is None:
+            return rows
+        return rows.shuffle(len(self.labels), seed=seed, reshuffle_each_iteration=False)
 
     def parse(self, rows, keys=None):
         """The rows' examples, prepared by the task (training: with their keys)."""
@@ -306,36 +318,71 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_pr
     """Worker `worker`'s per-replica batches from step `first_step` of `epoch` to the
     end of `epochs` epochs: each step takes one batch per replica of this worker.
 
-    The skip runs the pass over the batches before `first_step` (reading, no
-    parsing, no training step), at most one pass. The controller makes one
-    pipeline for the rest of a run, so that is paid once when it starts: never at
-    an epoch start, and only on a resume (a fresh run starts at a pass's start).
-    It calls `on_skip_progress()` every SKIP_REPORT_BATCHES batches it skips (the
-    watchdog's progress: a skip through hundreds of GB is not a stall).
+    A resume opens the block of files that holds its first record and skips the
+    records before it in that block (reading, no parsing, no training step):
+    at most one block, wherever in the pass it lands (pass_blocks). The
+    controller makes one pipeline for the rest of a run, so that is paid once,
+    when a resumed run starts. The skip calls `on_skip_progress()` every
+    SKIP_REPORT_RECORDS records (the watchdog's progress: a block on slow
+    storage is not a stall).
     """
     shards = plan.shards
-    num_workers = shards.num_workers
-    batches_per_step = plan.replicas // num_workers  # this worker's replicas
+    batches_per_step = plan.replicas // shards.num_workers  # this worker's replicas
     files = shards.worker_files[worker]
+    width = block_width(len(files))
+    # DATA: every worker reads the same records and keeps every W-th of them.
+    sharing, share = (shards.num_workers, worker) if shards.policy == DATA else (1, 0)
     first_pass, offset = divmod(epoch * plan.steps_per_epoch + first_step, shards.steps_per_pass)
+    first_record = offset * batches_per_step * plan.replica_batch_size  # of this worker's
+    start = first_record * sharing + share  # of the pass's records
 
-    def one_pass(index):
-        records = plan.train.records(files, seed=seed + index)
-        if shards.policy == DATA:
-            records = records.shard(num_workers, worker)
-        batches = batch_records(records.enumerate(), plan.replica_batch_size).map(
+    def read_block(pass_index, block_index, block_files):
+        return plan.train.records(block_files, seed=block_seed(seed, pass_index, block_index))
+
+    def pass_records(pass_index, first_block=0, skip=0, on_progress=None):
+        """Pass `pass_index`'s records from block `first_block` on, the first
+        `skip` records of that block skipped (its progress filter holds that
+        block only)."""
+        order = pass_files(files, seed, pass_index)
+        landing = read_block(
+            pass_index, first_block, order[first_block * width : (first_block + 1) * width]
+        )
+        rest = tf.data.Dataset.from_tensor_slices(order[(first_block + 1) * width :])
+        rest = rest.batch(width).enumerate(first_block + 1)
+        rest = rest.flat_map(lambda index, block_files: read_block(pass_index, index, block_files))
+        return skipped(landing, skip, on_progress).concatenate(rest)
+
+    def batched(pass_index, records, from_record, own):
+        """A pass's records from this worker's record `from_record` on, as its
+        batches; `own`: the first of them this worker keeps (DATA)."""
+        records = records.shard(sharing, own)
+        batches = batch_records(records.enumerate(from_record), plan.replica_batch_size).map(
             lambda positions, batch: (
-                example_keys(seed + index, positions, worker, num_workers),
+                example_keys(seed + pass_index, positions, worker, shards.num_workers),
                 batch,
             )
         )
-        return batches.take(shards.steps_per_pass * batches_per_step)
+        taken = from_record // plan.replica_batch_size
+        return batches.take(shards.steps_per_pass * batches_per_step - taken)
 
-    # The skip (and its progress filter) holds the pass it lands in, not the
-    # passes after it; each pass is built alike (its index a tensor).
-    first = tf.data.Dataset.from_tensors(tf.constant(first_pass, tf.int64)).flat_map(one_pass)
-    batches = skipped(first, offset * batches_per_step, on_skip_progress)
-    batches = batches.concatenate(tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass))
+    def one_pass(pass_index):
+        return batched(pass_index, pass_records(pass_index), 0, share)
+
+    # The pass the run starts in, from the block that holds its first record,
+    # found from the record counts, skipped to that record (this worker's: DATA
+    # keeps every W-th from there); each pass is built alike (its index a tensor).
+    block, inside = find_block(
+        plan.train.counts, pass_files(files, seed, first_pass).numpy(), width, start
+    )
+    first = tf.data.Dataset.from_tensors(tf.constant(first_pass, tf.int64)).flat_map(
+        lambda pass_index: batched(
+            pass_index,
+            pass_records(pass_index, block, inside, on_skip_progress),
+            first_record,
+            0,
+        )
+    )
+    batches = first.concatenate(tf.data.Dataset.counter(first_pass + 1).flat_map(one_pass))
     batches = batches.take((epochs * plan.steps_per_epoch - first_step) * batches_per_step)
     batches = batches.map(
         lambda keys, records: plan.train.parse(records, keys), num_parallel_calls=tf.data.AUTOTUNE
@@ -343,25 +390,67 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_pr
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
-def skipped(batches, count, on_progress=None):
-    """batches.skip(count), calling on_progress() every SKIP_REPORT_BATCHES
-    batches skipped when given."""
+def block_width(num_files):
+    """Files a block: BLOCKS_PER_PASS blocks a pass where the files allow, at
+    most BLOCK_FILES files each."""
+    return max(1, min(BLOCK_FILES, num_files // BLOCKS_PER_PASS))
+
+
+def pass_files(files, seed, pass_index):
+    """Pass `pass_index`'s order of `files` (a 1-D int64 tensor): a stateless
+    shuffle, so a resume computes it eagerly and a later pass in the pipeline
+    (its index a tensor) alike; on the host, as the pipeline runs."""
+    with tf.device("/CPU:0"):
+        return tf.random.experimental.stateless_shuffle(
+            tf.constant(files, tf.int64),
+            seed=tf.stack([tf.cast(seed, tf.int64), tf.cast(pass_index, tf.int64)]),
+            alg="philox",
+        )
+
+
+def block_seed(seed, pass_index, block_index):
+    """The shuffle seed of one block of one pass."""
+    return tf.random.stateless_uniform(
+        [],
+        seed=tf.stack([seed + pass_index, tf.cast(block_index, tf.int64)]),
+        minval=None,
+        maxval=None,
+        dtype=tf.int64,
+        alg="philox",
+    )
+
+
+def find_block(counts, order, width, record):
+    """(the block of `order` that holds pass record `record`, the records of that
+    block before it), from the record counts alone."""
+    sizes = [
+        sum(counts[index] for index in order[begin : begin + width])
+        for begin in range(0, len(order), width)
+    ]
+    ends = np.cumsum(sizes)
+    block = int(np.searchsorted(ends, record, side="right"))
+    return block, record - int(ends[block] - sizes[block])
+
+
+def skipped(records, count, on_progress=None):
+    """records.skip(count), calling on_progress() every SKIP_REPORT_RECORDS
+    records skipped when given."""
     if on_progress is None or count == 0:
-        return batches.skip(count)
+        return records.skip(count)
 
     def report():
         on_progress()
         return True
 
-    def kept(position, batch):
-        reporting = (position < count) & (position % SKIP_REPORT_BATCHES == 0)
+    def kept(position, record):
+        reporting = (position < count) & (position % SKIP_REPORT_RECORDS == 0)
         reported = tf.cond(
             reporting, lambda: tf.py_function(report, [], tf.bool), lambda: tf.constant(False)
         )
         with tf.control_dependencies([reported]):
             return position >= count
 
-    return batches.enumerate().filter(kept).map(lambda position, batch: batch)
+    return records.enumerate().filter(kept).map(lambda position, record: record)
 
 
 def example_keys(pass_seed, positions, worker, num_workers):

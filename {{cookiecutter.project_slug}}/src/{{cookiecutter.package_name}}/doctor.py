@@ -174,8 +174,9 @@ def check_input(strategy, config, plan):
     if input_rate < step_rate:
         raise CheckWarning(
             f"{detail}: training is input-bound - read more files at once"
-            " (READ_PARALLELISM in sources.py), keep per-record work out of the parser, or"
-            " move the data closer to the machines"
+            " (more, smaller shards: a block of up to BLOCK_FILES in data.py is read at"
+            " once), keep per-record work out of the parser, or move the data closer to"
+            " the machines"
         )
     return f"{detail} ({input_rate / step_rate:.1f}x what the step needs)", True
 

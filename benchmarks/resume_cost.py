@@ -1,0 +1,109 @@
+"""A resume's time to its first batch, 10% and 90% into a pass, on a data set of
+TFRecord shards read from disk, not the page cache, as on a fresh node (the
+pages of every shard are dropped before each resume). Run on a baked project
+(data_source=tfrecord), from its directory:
+
+    PYTHONPATH=src python ../../benchmarks/resume_cost.py PACKAGE WORKDIR [--gb 2]
+
+The data set is one shard of the sample task's examples, copied to the size
+asked for and indexed; it prints JSON.
+"""
+
+import argparse
+import importlib
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+# Examples in the shard that is copied: about 10 MB for either sample task.
+SHARD_EXAMPLES = {"tabular": 100_000, "image": 1_000}
+REPEATS = 3
+
+
+def drop_from_page_cache(paths):
+    """Write back and drop each file's cached pages: the next read is from disk."""
+    for path in paths:
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(descriptor)
+
+
+def make_data(package, workdir, gigabytes):
+    sources = importlib.import_module(f"{package}.sources")
+    manifest = importlib.import_module(f"{package}.manifest")
+    task = "image" if hasattr(importlib.import_module(f"{package}.task"), "IMAGE_SIZE") else "tabular"
+    base, data_dir = workdir / "base", workdir / "data"
+    shutil.rmtree(workdir, ignore_errors=True)
+    sources.make_data(base, num_files=1, examples=SHARD_EXAMPLES[task])
+    (shard,) = base.glob("train-*")
+    copies = math.ceil(gigabytes * 1e9 / shard.stat().st_size)
+    data_dir.mkdir(parents=True)
+    for eval_shard in base.glob("eval-*"):
+        shutil.copy(eval_shard, data_dir)
+    for index in range(copies):
+        shutil.copy(shard, data_dir / f"train-{index:05d}-of-{copies:05d}.tfrecord")
+    manifest.index(str(data_dir))
+    return task, data_dir, sorted(data_dir.glob("train-*"))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("package")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--gb", type=float, default=2.0, help="training data to make, in GB")
+    args = parser.parse_args()
+    strategy = importlib.import_module(f"{args.package}.strategy").make_strategy(cpu_replicas=2)
+    data = importlib.import_module(f"{args.package}.data")
+    training = importlib.import_module(f"{args.package}.training")
+    config_module = importlib.import_module(f"{args.package}.config")
+
+    task, data_dir, shards = make_data(args.package, args.workdir, args.gb)
+    config = config_module.TrainConfig(model_dir=str(args.workdir / "runs"), data_dir=str(data_dir))
+    plan = training.plan_run(config, strategy)
+    steps = plan.shards.steps_per_pass
+    total_bytes = sum(path.stat().st_size for path in shards)
+
+    def first_batch_seconds(fraction):
+        drop_from_page_cache(shards)
+        start = time.perf_counter()
+        next(iter(data.training_input(strategy, plan, config.seed, 0, int(fraction * steps))))
+        return time.perf_counter() - start
+
+    seconds = {0.1: float("inf"), 0.9: float("inf")}
+    for _ in range(REPEATS):
+        for fraction in seconds:
+            seconds[fraction] = min(seconds[fraction], first_batch_seconds(fraction))
+    # Reading the whole data set from disk, for scale: what a skip to 90% read before.
+    drop_from_page_cache(shards)
+    start = time.perf_counter()
+    for path in shards:
+        path.read_bytes()
+    read_seconds = time.perf_counter() - start
+    print(
+        json.dumps(
+            {
+                "task": task,
+                "gb": total_bytes / 1e9,
+                "files": len(shards),
+                "files_per_block": data.block_width(len(shards)),
+                "steps_per_pass": steps,
+                "seconds_to_first_batch": {"10%": seconds[0.1], "90%": seconds[0.9]},
+                "resume_90_vs_10": seconds[0.9] / seconds[0.1],
+                # Seconds per GB of the pass between the two positions: the cost
+                # a skip through them would have.
+                "seconds_per_gb": (seconds[0.9] - seconds[0.1]) / (0.8 * total_bytes / 1e9),
+                "disk_read_seconds_per_gb": read_seconds / (total_bytes / 1e9),
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
