@@ -37,7 +37,8 @@ def drop_from_page_cache(paths):
 def make_data(package, workdir, gigabytes):
     sources = importlib.import_module(f"{package}.sources")
     manifest = importlib.import_module(f"{package}.manifest")
-    task = "image" if hasattr(importlib.import_module(f"{package}.task"), "IMAGE_SIZE") else "tabular"
+    problem = importlib.import_module(f"{package}.task")
+    task = "image" if hasattr(problem, "IMAGE_SIZE") else "tabular"
     base, data_dir = workdir / "base", workdir / "data"
     shutil.rmtree(workdir, ignore_errors=True)
     sources.make_data(base, num_files=1, examples=SHARD_EXAMPLES[task])

@@ -13,7 +13,15 @@ def add_import_command(commands, common):
     import_csv.add_argument("--label-column", default="label")
     import_csv.add_argument("--output-dir", required=True)
     import_csv.add_argument(
-        "--num-files", type=positive_int, help="training shards (default: one per 64 MiB of CSV)"
+        "--num-files",
+        type=positive_int,
+        help="training shards (default: one per 64 MiB of CSV, a multiple of --for-workers)",
+    )
+    import_csv.add_argument(
+        "--for-workers",
+        type=positive_int,
+        default=1,
+        help="training workers the shards will feed: at least a shard each, as many each",
     )
     import_csv.add_argument("--seed", type=int, default=0, help="of the rows' shuffle")
     import_csv.add_argument("--workers", type=positive_int, help="processes (default: CPUs)")
@@ -31,6 +39,7 @@ def run_import_csv(args):
         args.workers,
         args.num_files,
         args.seed,
+        args.for_workers,
     )
     print_manifest(args.output_dir, splits, started)
     return 0

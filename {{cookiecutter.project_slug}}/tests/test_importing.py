@@ -186,7 +186,6 @@ from {{ cookiecutter.package_name }}.task import (
 )
 
 HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
-# A finite label the task refuses (a classifier's: a class it does not have), if any.
 # A finite scalar label the task refuses (a classifier's: a class it does not
 # have), if any.
 REFUSED_LABEL = next(
@@ -194,14 +193,18 @@ REFUSED_LABEL = next(
 )
 
 
-def write_csv(path, features, labels, header=HEADER):
+def csv_text(features, labels, header=HEADER):
     rows = [",".join(header)]
     rows += [
         # A label of several values (multi-label tags) as they are, space-separated.
         ",".join([*(repr(float(value)) for value in row), " ".join(map(str, np.ravel(label)))])
         for row, label in zip(features, labels, strict=True)
     ]
-    path.write_text("\n".join(rows) + "\n")
+    return "\n".join(rows) + "\n"
+
+
+def write_csv(path, features, labels, header=HEADER):
+    path.write_text(csv_text(features, labels, header))
     return path
 
 
@@ -283,11 +286,62 @@ def test_shards_too_large_or_too_many_parts_are_refused_before_any_is_written(
     with pytest.raises(ConversionError, match=too_large):
         import_csv(str(output), [path], [path], workers=1, num_files=2)
     monkeypatch.setattr(importing, "MAX_CSV_BYTES_PER_SHARD", 2**30)
-    monkeypatch.setattr(importing, "MAX_PARTS", 10)
-    too_many = r"^3 training files x 4 shards make 15 temporary parts with evaluation's, more"
+    monkeypatch.setattr(importing, "MAX_PARTS", 10)  # 5 a split
+    too_many = r"^--num-files 6: more shards than the 5 the conversion writes parts for - pass"
     with pytest.raises(ConversionError, match=too_many):
-        import_csv(str(output), [path] * 3, [path] * 3, workers=1, num_files=4)
+        import_csv(str(output), [path], [path], workers=1, num_files=6)
     assert not output.exists()
+
+
+def test_many_files_are_read_in_groups_that_keep_the_parts_within_the_limit(tmp_path, monkeypatch):
+    # 2,000 files into 200 shards would be 400,000 parts, a part per file and shard.
+    monkeypatch.setattr(importing, "MAX_PARTS", 12)  # 6 a split
+    features, labels = sample_examples(60, seed=3)
+    paths = [
+        write_csv(tmp_path / f"part-{index}.csv", features[index::6], labels[index::6])
+        for index in range(6)
+    ]
+    assert importing.file_groups(paths, 3) == [paths[:3], paths[3:]]  # 2 groups x 3 shards
+    splits = import_csv(str(tmp_path / "data"), paths, paths[:1], workers=1, num_files=3)
+    assert [shard.records for shard in splits["train"]] == [20, 20, 20]
+    np.testing.assert_array_equal(
+        sorted_rows(*read_shards(splits["train"])), sorted_rows(features, labels)
+    )
+
+
+def test_the_default_shards_follow_the_data_and_the_workers_they_feed():
+    mib = 2**20
+    assert importing.default_shards(300 * mib) == 5
+    # 8 workers: a shard each, rather than 5 files and every worker reading them all.
+    assert importing.default_shards(300 * mib, for_workers=8) == 8
+    # 200 GB: 2,981 shards of 64 MiB, rounded up to a multiple of 16 workers.
+    assert importing.default_shards(200 * 10**9, for_workers=16) == 2992
+    assert importing.default_shards(0) == 1
+
+
+def test_csv_files_on_other_storage_and_globs_import_in_this_process(tmp_path, monkeypatch):
+    # tf.io.gfile's in-memory file system stands in for gs:// or s3://. A small
+    # input is converted in this process: no conversion process starts.
+    def no_processes(*args):
+        raise AssertionError("a small input started conversion processes")
+
+    monkeypatch.setattr(importing, "write_in_processes", no_processes)
+    features, labels = sample_examples(30, seed=5)
+    for index in range(3):
+        with tf.io.gfile.GFile(f"ram://csv/train-{index}.csv", "w") as handle:
+            rows = slice(index * 10, index * 10 + 10)
+            handle.write(csv_text(features[rows], labels[rows]))
+    splits = import_csv(
+        str(tmp_path / "data"), ["ram://csv/train-*.csv"], ["ram://csv/train-0.csv"], num_files=2
+    )
+    np.testing.assert_array_equal(
+        sorted_rows(*read_shards(splits["train"])), sorted_rows(features, labels)
+    )
+    with pytest.raises(ConversionError, match=r"^ram://csv/eval-\*.csv matches no file - check"):
+        import_csv(str(tmp_path / "other"), ["ram://csv/train-0.csv"], ["ram://csv/eval-*.csv"])
+    missing = r"^cannot read ram://csv/gone.csv: no such file - check the path$"
+    with pytest.raises(ConversionError, match=missing):
+        import_csv(str(tmp_path / "other"), ["ram://csv/gone.csv"], ["ram://csv/train-0.csv"])
 
 
 def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):

@@ -28,6 +28,7 @@ it in parallel.
 import concurrent.futures
 {%- if cookiecutter.task == "tabular" %}
 import csv
+import io
 {%- endif %}
 import multiprocessing
 import os
