@@ -6,7 +6,8 @@ pages of every shard are dropped before each resume). Run on a baked project
     PYTHONPATH=src python ../../benchmarks/resume_cost.py PACKAGE WORKDIR [--gb 2]
 
 The data set is one shard of the sample task's examples, copied to the size
-asked for and indexed; it prints JSON.
+asked for and indexed; it prints JSON. `make bench` runs it for each task
+(measure.py: 2 GB, or 20 MB in quick mode).
 """
 
 import argparse
@@ -18,8 +19,9 @@ import shutil
 import time
 from pathlib import Path
 
-# Examples in the shard that is copied: about 10 MB for either sample task.
+# Examples in the shard that is copied: about 10 MB for either sample task (quick: less).
 SHARD_EXAMPLES = {"tabular": 100_000, "image": 1_000}
+QUICK_SHARD_EXAMPLES = {"tabular": 2_000, "image": 50}
 REPEATS = 3
 
 
@@ -34,14 +36,13 @@ def drop_from_page_cache(paths):
             os.close(descriptor)
 
 
-def make_data(package, workdir, gigabytes):
+def make_data(package, workdir, gigabytes, shard_examples):
+    """One shard of the sample task's examples, copied to `gigabytes`, indexed."""
     sources = importlib.import_module(f"{package}.sources")
     manifest = importlib.import_module(f"{package}.manifest")
-    problem = importlib.import_module(f"{package}.task")
-    task = "image" if hasattr(problem, "IMAGE_SIZE") else "tabular"
     base, data_dir = workdir / "base", workdir / "data"
     shutil.rmtree(workdir, ignore_errors=True)
-    sources.make_data(base, num_files=1, examples=SHARD_EXAMPLES[task])
+    sources.make_data(base, num_files=1, examples=shard_examples)
     (shard,) = base.glob("train-*")
     copies = math.ceil(gigabytes * 1e9 / shard.stat().st_size)
     data_dir.mkdir(parents=True)
@@ -50,7 +51,53 @@ def make_data(package, workdir, gigabytes):
     for index in range(copies):
         shutil.copy(shard, data_dir / f"train-{index:05d}-of-{copies:05d}.tfrecord")
     manifest.index(str(data_dir))
-    return task, data_dir, sorted(data_dir.glob("train-*"))
+    return data_dir, sorted(data_dir.glob("train-*"))
+
+
+def measure(package, workdir, strategy, gigabytes, quick=False, repeats=REPEATS):
+    """A resume's seconds to its first batch 10% and 90% into a pass, from disk."""
+    data = importlib.import_module(f"{package}.data")
+    training = importlib.import_module(f"{package}.training")
+    config_module = importlib.import_module(f"{package}.config")
+    task = importlib.import_module(f"{package}.task")
+    kind = "image" if hasattr(task, "IMAGE_SIZE") else "tabular"
+    examples = (QUICK_SHARD_EXAMPLES if quick else SHARD_EXAMPLES)[kind]
+    data_dir, shards = make_data(package, workdir, gigabytes, examples)
+    config = config_module.TrainConfig(model_dir=str(workdir / "runs"), data_dir=str(data_dir))
+    plan = training.plan_run(config, strategy)
+    steps = plan.shards.steps_per_pass
+    total_gb = sum(path.stat().st_size for path in shards) / 1e9
+
+    def first_batch_seconds(fraction):
+        drop_from_page_cache(shards)
+        start = time.perf_counter()
+        next(iter(data.training_input(strategy, plan, config.seed, 0, int(fraction * steps))))
+        return time.perf_counter() - start
+
+    seconds = {0.1: float("inf"), 0.9: float("inf")}
+    for _ in range(repeats):
+        for fraction in seconds:
+            seconds[fraction] = min(seconds[fraction], first_batch_seconds(fraction))
+    # Reading the whole data set from disk, for scale: what a skip to 90% read before.
+    drop_from_page_cache(shards)
+    start = time.perf_counter()
+    for path in shards:
+        path.read_bytes()
+    read_seconds = time.perf_counter() - start
+    shutil.rmtree(workdir)
+    return {
+        "task": kind,
+        "gb": total_gb,
+        "files": len(shards),
+        "files_per_block": data.block_width(len(shards)),
+        "steps_per_pass": steps,
+        "seconds_to_first_batch": {"10%": seconds[0.1], "90%": seconds[0.9]},
+        "resume_90_vs_10": seconds[0.9] / seconds[0.1],
+        # Seconds per GB of the pass between the two positions: what a skip
+        # through them would cost (near 0: a resume reads one block at most).
+        "seconds_per_gb": (seconds[0.9] - seconds[0.1]) / (0.8 * total_gb),
+        "disk_read_seconds_per_gb": read_seconds / total_gb,
+    }
 
 
 def main():
@@ -60,50 +107,7 @@ def main():
     parser.add_argument("--gb", type=float, default=2.0, help="training data to make, in GB")
     args = parser.parse_args()
     strategy = importlib.import_module(f"{args.package}.strategy").make_strategy(cpu_replicas=2)
-    data = importlib.import_module(f"{args.package}.data")
-    training = importlib.import_module(f"{args.package}.training")
-    config_module = importlib.import_module(f"{args.package}.config")
-
-    task, data_dir, shards = make_data(args.package, args.workdir, args.gb)
-    config = config_module.TrainConfig(model_dir=str(args.workdir / "runs"), data_dir=str(data_dir))
-    plan = training.plan_run(config, strategy)
-    steps = plan.shards.steps_per_pass
-    total_bytes = sum(path.stat().st_size for path in shards)
-
-    def first_batch_seconds(fraction):
-        drop_from_page_cache(shards)
-        start = time.perf_counter()
-        next(iter(data.training_input(strategy, plan, config.seed, 0, int(fraction * steps))))
-        return time.perf_counter() - start
-
-    seconds = {0.1: float("inf"), 0.9: float("inf")}
-    for _ in range(REPEATS):
-        for fraction in seconds:
-            seconds[fraction] = min(seconds[fraction], first_batch_seconds(fraction))
-    # Reading the whole data set from disk, for scale: what a skip to 90% read before.
-    drop_from_page_cache(shards)
-    start = time.perf_counter()
-    for path in shards:
-        path.read_bytes()
-    read_seconds = time.perf_counter() - start
-    print(
-        json.dumps(
-            {
-                "task": task,
-                "gb": total_bytes / 1e9,
-                "files": len(shards),
-                "files_per_block": data.block_width(len(shards)),
-                "steps_per_pass": steps,
-                "seconds_to_first_batch": {"10%": seconds[0.1], "90%": seconds[0.9]},
-                "resume_90_vs_10": seconds[0.9] / seconds[0.1],
-                # Seconds per GB of the pass between the two positions: the cost
-                # a skip through them would have.
-                "seconds_per_gb": (seconds[0.9] - seconds[0.1]) / (0.8 * total_bytes / 1e9),
-                "disk_read_seconds_per_gb": read_seconds / (total_bytes / 1e9),
-            },
-            indent=1,
-        )
-    )
+    print(json.dumps(measure(args.package, args.workdir, strategy, args.gb), indent=1))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ benchmarks/measure.py on each in a fresh process on 2 logical CPU replicas:
                            per-call cost's bound)
   startup_20x_data         seconds to the first step on 20x the data over 1x
   input_vs_step            the input pipeline alone over the training step alone
-  resume_last_vs_first_batch  the first batch of an epoch resumed at its last
-                           step over one started at its first
+  resume_90_vs_10_percent  the first batch of a resume 90% into a pass over
+                           one 10% in, on 2 GB read from disk (resume_cost.py)
 
 and the training recipe's per-step costs (recipe_ratios): examples/s with
 gradient clipping, the weights' moving average, or 2 accumulated micro-batches
@@ -243,7 +243,9 @@ def main(argv=None):
             f" {100 * checkpoint['share_of_run']:.2f}% of a run at --checkpoint-every"
             f" {checkpoint['checkpoint_every']}; first step {startup['1x']:.2f} s after"
             f" start ({measured['startup_examples_1x']} examples), {startup['20x']:.2f} s on 20x;"
-            f" a resume's skip {measured['resume_skip']['seconds_per_gb']:.1f} s per GB skipped;"
+            f" a resume 90% into {measured['resume_skip']['gb']:.2f} GB"
+            f" {measured['resume_skip']['seconds_to_first_batch']['90%']:.1f} s to its first"
+            f" batch, 10% in {measured['resume_skip']['seconds_to_first_batch']['10%']:.1f} s;"
             f" the replica sync check {1000 * checkpoint['sync_check_seconds']:.1f} ms,"
             f" {100 * checkpoint['sync_check_share_of_interval']:.3f}% of a checkpoint"
             f" interval (goal: under 1%), {1000 * checkpoint['sync_repair_seconds']:.1f} ms"
