@@ -190,20 +190,18 @@ def test_a_resumes_progress_filter_holds_the_block_it_lands_in_only():
     assert rows(resumed) == whole[12:]
 
 
-@pytest.mark.parametrize(
-    "counts, num_workers, policy",
-    [([10] * 40, 2, data.FILE), ([100, 10, 10], 2, data.DATA)],
-)
-def test_a_resume_at_any_step_lands_on_the_uninterrupted_batches(counts, num_workers, policy):
-    # The second worker: DATA's every-W-th record from a position not the pass's
-    # start; one worker reads as FILE does.
-    plan = files_plan(counts, 40, num_workers, 2 * num_workers, steps_per_epoch=4)
-    assert plan.shards.policy == policy
-    worker = num_workers - 1
-    whole = rows(worker_batches(plan, 3, 0, 0, worker, epochs=4))
-    for step in range(plan.shards.steps_per_pass + 2):  # every block, into the second pass
+def test_a_resume_at_any_step_lands_on_the_uninterrupted_batches():
+    # DATA sharding's second worker, on files of uneven sizes: its every-W-th
+    # record from a position that is not the pass's start. FILE sharding, and one
+    # worker, read as this with W = 1.
+    plan = files_plan([100, 10, 10], 8, num_workers=2, replicas=4, steps_per_epoch=4)
+    assert plan.shards.policy == data.DATA
+    assert plan.shards.steps_per_pass == 15  # steps land in all 3 blocks, mid-block
+    worker = 1
+    whole = rows(worker_batches(plan, 3, 0, 0, worker, epochs=5))
+    for step in range(plan.shards.steps_per_pass + 2):  # into the second pass
         epoch, first_step = divmod(step, 4)
-        resumed = rows(worker_batches(plan, 3, epoch, first_step, worker, epochs=4 - epoch))
+        resumed = rows(worker_batches(plan, 3, epoch, first_step, worker, epochs=5 - epoch))
         assert resumed == whole[2 * step :], step
 
 
