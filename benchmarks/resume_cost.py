@@ -7,7 +7,7 @@ pages of every shard are dropped before each resume). Run on a baked project
 
 The data set is one shard of the sample task's examples, copied to the size
 asked for and indexed; it prints JSON. `make bench` runs it for each task
-(measure.py: 2 GB, or 20 MB in quick mode).
+(measure.py: 2 GB tabular, 0.5 GB image; 20 MB in quick mode).
 """
 
 import argparse

@@ -13,7 +13,7 @@ benchmarks/measure.py on each in a fresh process on 2 logical CPU replicas:
   startup_20x_data         seconds to the first step on 20x the data over 1x
   input_vs_step            the input pipeline alone over the training step alone
   resume_90_vs_10_percent  the first batch of a resume 90% into a pass over
-                           one 10% in, on 2 GB read from disk (resume_cost.py)
+                           one 10% in, read from disk (resume_cost.py)
 
 and the training recipe's per-step costs (recipe_ratios): examples/s with
 gradient clipping, the weights' moving average, or 2 accumulated micro-batches
