@@ -51,13 +51,13 @@ def import_csv(
             # The task takes the file's columns, or says which it lacks, now.
             example_of(path, 2, header, first, label_at)
     files = {"train": train_files, "eval": eval_files}
-    train_bytes = csv_bytes(train_files)
+    train_bytes, eval_bytes = csv_bytes(train_files), csv_bytes(eval_files)
     shards = {
         "train": num_files or default_shards(train_bytes, for_workers),
-        "eval": default_shards(csv_bytes(eval_files)),
+        "eval": default_shards(eval_bytes),
     }
     check_shards(train_bytes, shards)
-    if workers is None and train_bytes + csv_bytes(eval_files) <= CSV_BYTES_PER_SHARD:
+    if workers is None and train_bytes + eval_bytes <= CSV_BYTES_PER_SHARD:
         workers = 1
     check_output_dir(output_dir)
     deals, writes = [], []

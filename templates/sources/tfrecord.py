@@ -46,9 +46,10 @@ class RecordSource:
         """The records of `files` (indices: a sequence or a tensor); with a seed,
         files and records shuffled."""
         paths = tf.data.Dataset.from_tensor_slices(tf.gather(self.files, files))
-        files_count = tf.size(files, out_type=tf.int64)
         if seed is not None:
-            paths = paths.shuffle(files_count, seed=seed, reshuffle_each_iteration=False)
+            paths = paths.shuffle(
+                tf.size(files, out_type=tf.int64), seed=seed, reshuffle_each_iteration=False
+            )
         # Several files at once. deterministic=True: the order must be a function of
         # the seed, for exact resume and because DATA sharding has every worker keep
         # every W-th record of the same sequence.

@@ -320,7 +320,7 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_pr
 
     A resume opens the block of files that holds its first record and skips the
     records before it in that block (reading, no parsing, no training step):
-    at most one block, wherever in the pass it lands (pass_blocks). The
+    at most one block, wherever in the pass it lands (pass_records). The
     controller makes one pipeline for the rest of a run, so that is paid once,
     when a resumed run starts. The skip calls `on_skip_progress()` every
     SKIP_REPORT_RECORDS records (the watchdog's progress: a block on slow
@@ -397,7 +397,7 @@ def block_width(num_files):
 
 
 def pass_files(files, seed, pass_index):
-    """Pass `pass_index`'s order of `files` (a 1-D int64 tensor): a stateless
+    """Pass `pass_index`'s order of `files` (indices), a 1-D int64 tensor: a stateless
     shuffle, so a resume computes it eagerly and a later pass in the pipeline
     (its index a tensor) alike; on the host, as the pipeline runs."""
     with tf.device("/CPU:0"):
