@@ -77,7 +77,10 @@ def test_unknown_key_is_refused(tmp_path):
 {%- if cookiecutter.mixed_precision == "float16" %}
         ("clip_norm = 1.0", r"clip_norm with mixed_float16 is not supported: .* --no-mixed"),
 {%- endif %}
-        ('optimizer = "lamb"', r"optimizer='lamb' is not supported - use one of: adam, adamw, sgd"),
+        (
+            'optimizer = "lars"',
+            r"optimizer='lars' is not supported - use one of: adam, adamw, lamb, sgd",
+        ),
 {%- if cookiecutter.task == "tabular" and cookiecutter.training_loop == "both" %}
         (
             'loop = "fit"\njit_compile = true',

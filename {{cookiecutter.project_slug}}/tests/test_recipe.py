@@ -1,7 +1,7 @@
 """The training recipe (optimizer.py): the learning rate follows the global
 batch, warms up and decays by the optimizer's step; AdamW decays what it should;
-the weights' moving averages are kept in sync, checkpointed and used; the
-task's label smoothing.
+LAMB takes the paper's steps and resumes exactly; the weights' moving averages
+are kept in sync, checkpointed and used; the task's label smoothing.
 (The equivalence tests check that 2 replicas x b get the rate of 1 device x 2b;
 test_resume.py that a run killed in its warmup resumes on the same rates.)"""
 
@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import LOOPS, assert_in_sync, trainable_weights
+from keras import Variable as Keras3Variable
+from keras.optimizers import Lamb as Keras3Lamb
 
 from {{ cookiecutter.package_name }} import TrainerError, statistics, task
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.lamb import Lamb
 from {{ cookiecutter.package_name }}.optimizer import (
     WarmupThenDecay,
     describe_scaling,
@@ -37,7 +40,12 @@ def test_the_rate_is_scaled_by_the_global_batch(scaling, global_batch, expected)
 
 @pytest.mark.parametrize(
     "optimizer, rule, at_4096",
-    [("adam", "sqrt", 0.04), ("adamw", "sqrt", 0.04), ("sgd", "linear", 0.16)],
+    [
+        ("adam", "sqrt", 0.04),
+        ("adamw", "sqrt", 0.04),
+        ("lamb", "sqrt", 0.04),
+        ("sgd", "linear", 0.16),
+    ],
 )
 def test_by_default_the_rate_follows_the_optimizers_scaling_rule(optimizer, rule, at_4096):
     # At 16x the reference batch, Adam on the linear rule would get 16x the rate.
@@ -113,13 +121,136 @@ def test_adamw_decays_kernels_but_not_biases_or_normalization(two_replicas):
         np.testing.assert_array_equal(value, 1.0)
 
 
-def test_adamw_refuses_a_model_that_adds_l2_regularization_too(two_replicas):
-    config = TrainConfig(optimizer="adamw")
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_a_decaying_optimizer_refuses_a_model_that_adds_l2_regularization_too(
+    two_replicas, optimizer
+):
+    config = TrainConfig(optimizer=optimizer)
     with two_replicas.scope():
         model = small_model(regularizer=keras.regularizers.L2(1e-4))
-        with pytest.raises(TrainerError, match=r"--optimizer adamw decays the weights too"):
+        with pytest.raises(TrainerError, match=rf"--optimizer {optimizer} decays the weights too"):
             make_optimizer(config, 0.01, model)
         make_optimizer(TrainConfig(optimizer="adam"), 0.01, model)  # the L2 alone is fine
+
+
+def reference_lamb(weights, gradients, learning_rate, weight_decay, adapted, epsilon=1e-6):
+    """LAMB in numpy, as the paper writes it (beta_1 0.9, beta_2 0.999): each
+    step's Adam direction plus the decay, scaled by |w| / |direction| for the
+    `adapted` variables; the others take Adam's step alone."""
+    weights = [np.array(w, dtype=np.float64) for w in weights]
+    m = [np.zeros_like(w) for w in weights]
+    v = [np.zeros_like(w) for w in weights]
+    for t, step_gradients in enumerate(gradients, start=1):
+        for i, g in enumerate(step_gradients):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g**2
+            direction = (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + epsilon)
+            if adapted[i]:
+                direction = direction + weight_decay * weights[i]
+                direction *= np.linalg.norm(weights[i]) / np.linalg.norm(direction)
+            weights[i] = weights[i] - learning_rate * direction
+    return weights
+
+
+def lamb_case(model, steps=4):
+    """Weights of `model`'s shapes and `steps` gradients for each, all non-zero."""
+    rng = np.random.default_rng(7)
+    shapes = [variable.shape for variable in model.trainable_variables]
+    weights = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
+    scales = [0.1 * (i + 1) for i in range(len(shapes))]
+    gradients = [
+        [
+            rng.normal(scale=scale, size=shape).astype(np.float32)
+            for scale, shape in zip(scales, shapes, strict=True)
+        ]
+        for _ in range(steps)
+    ]
+    return weights, gradients
+
+
+def apply_steps(optimizer, variables, gradients):
+    for step_gradients in gradients:
+        optimizer.apply_gradients(
+            zip([tf.constant(g) for g in step_gradients], variables, strict=True)
+        )
+
+
+def test_lamb_takes_the_papers_steps_and_keras_3s_where_they_agree():
+    model = small_model()
+    weights, gradients = lamb_case(model)
+    for variable, value in zip(model.trainable_variables, weights, strict=True):
+        variable.assign(value)
+    apply_steps(
+        Lamb(learning_rate=0.05, weight_decay_rate=0.1), model.trainable_variables, gradients
+    )
+    # Kernels decayed and scaled by their trust ratio; biases and the
+    # normalization's scale and offset take Adam's step alone.
+    adapted = [len(w.shape) >= 2 for w in weights]
+    expected = reference_lamb(weights, gradients, 0.05, 0.1, adapted)
+    for variable, value in zip(model.trainable_variables, expected, strict=True):
+        np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
+    # Keras 3's keras.optimizers.Lamb scales every variable and decays none here:
+    # the reference gives its numbers too, so both Lambs take the same steps.
+    keras_3 = [Keras3Variable(value) for value in weights]
+    apply_steps(Keras3Lamb(learning_rate=0.05, epsilon=1e-6), keras_3, gradients)
+    expected = reference_lamb(weights, gradients, 0.05, 0.0, [True] * len(weights))
+    for variable, value in zip(keras_3, expected, strict=True):
+        np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
+
+
+def test_lamb_decays_and_scales_kernels_only_alike_on_every_replica(two_replicas):
+    with two_replicas.scope():
+        model = small_model()
+        optimizer = make_optimizer(TrainConfig(optimizer="lamb", weight_decay=0.1), 0.5, model)
+        optimizer.build(model.trainable_variables)
+    for variable in model.trainable_variables:
+        variable.assign(tf.ones_like(variable))
+
+    @tf.function
+    def step():
+        def replica_step():
+            # Zero gradients: a kernel's step is its decay, 0.1 w, which its
+            # trust ratio |w| / |0.1 w| scales to w itself: the rate's share of
+            # w goes, whatever the decay (AdamW would take 0.5 x 0.1 of it).
+            zeros = [tf.zeros_like(variable) for variable in model.trainable_variables]
+            optimizer.apply_gradients(zip(zeros, model.trainable_variables, strict=True))
+
+        two_replicas.run(replica_step)
+
+    step()
+    assert_in_sync(two_replicas, model.trainable_variables)
+    values = [variable.numpy() for variable in model.trainable_variables]
+    kernels = [value for value in values if value.ndim == 2]
+    others = [value for value in values if value.ndim < 2]
+    assert len(kernels) == 2 and len(others) == 4
+    for value in kernels:
+        np.testing.assert_allclose(value, 0.5, rtol=1e-6)
+    for value in others:
+        np.testing.assert_array_equal(value, 1.0)
+
+
+def test_lamb_resumed_from_a_checkpoint_takes_the_uninterrupted_steps(tmp_path):
+    def fresh():
+        model = small_model()
+        return model, make_optimizer(TrainConfig(optimizer="lamb"), 0.05, model)
+
+    model, optimizer = fresh()
+    weights, gradients = lamb_case(model, steps=6)
+    for variable, value in zip(model.trainable_variables, weights, strict=True):
+        variable.assign(value)
+    apply_steps(optimizer, model.trainable_variables, gradients[:3])
+    saved = tf.train.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "ckpt"))
+    apply_steps(optimizer, model.trainable_variables, gradients[3:])
+
+    resumed, resumed_optimizer = fresh()
+    resumed_optimizer.build(resumed.trainable_variables)
+    tf.train.Checkpoint(model=resumed, optimizer=resumed_optimizer).read(saved).assert_consumed()
+    assert int(resumed_optimizer.iterations) == 3
+    apply_steps(resumed_optimizer, resumed.trainable_variables, gradients[3:])
+    for variable, uninterrupted in zip(
+        resumed.trainable_variables, model.trainable_variables, strict=True
+    ):
+        np.testing.assert_array_equal(variable.numpy(), uninterrupted.numpy())
 
 
 @pytest.mark.parametrize("loop", LOOPS)

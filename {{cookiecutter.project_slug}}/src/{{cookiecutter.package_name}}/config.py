@@ -17,7 +17,7 @@ class ConfigError(TrainerError):
     pass
 
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
+OPTIMIZERS = ("adam", "adamw", "lamb", "sgd")
 SCALING_RULES = ("linear", "sqrt", "none")
 SCHEDULES = ("cosine", "step", "constant")
 {%- if cookiecutter.training_loop == "both" %}
@@ -60,7 +60,7 @@ class TrainConfig:
     learning_rate_scaling: str | None = setting(
         None,
         "the rate times (global batch / reference batch) (linear), its square root (sqrt),"
-        " or 1 (default: sqrt for adam and adamw, linear for sgd)",
+        " or 1 (default: sqrt for adam, adamw and lamb, linear for sgd)",
         choices=SCALING_RULES,
     )
     warmup_steps: int | None = setting(
@@ -73,7 +73,7 @@ class TrainConfig:
     momentum: float = setting(0.9, "SGD's momentum (--optimizer sgd; 0 for plain SGD)")
     nesterov: bool = setting(False, "Nesterov momentum (--optimizer sgd)")
     weight_decay: float = setting(
-        0.01, "AdamW's decoupled weight decay (not on biases and normalization layers)"
+        0.01, "AdamW's and LAMB's weight decay (not on biases and normalization layers)"
     )
     clip_norm: float | None = setting(
         None, "clip the all-reduced gradient to this global norm (default: no clipping)"

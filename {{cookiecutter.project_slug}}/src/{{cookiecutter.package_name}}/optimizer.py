@@ -19,6 +19,7 @@ from {{ cookiecutter.package_name }}.compat import keras, loss_scale_optimizer
 {%- else -%}
 from {{ cookiecutter.package_name }}.compat import keras
 {%- endif %}
+from {{ cookiecutter.package_name }}.lamb import Lamb, is_layer_weight
 
 # Of the run's optimizer steps, the share spent warming up when --warmup-steps
 # is not given.
@@ -31,9 +32,12 @@ STEP_FACTOR = 0.1
 
 # The scaling rule when --learning-rate-scaling is not given: the one under which
 # the optimizer trains alike at any batch. Linear for SGD (Goyal et al. 2017); the
-# square root for Adam and AdamW (Malladi et al. 2022): the linear rule gives Adam
-# 16x the rate at 16x the batch, where it trains worse (make bench).
-SCALING_BY_OPTIMIZER = {"sgd": "linear", "adam": "sqrt", "adamw": "sqrt"}
+# square root for Adam and AdamW (Malladi et al. 2022) and LAMB (You et al. 2019):
+# the linear rule gives Adam 16x the rate at 16x the batch, where it trains worse
+# (make bench).
+SCALING_BY_OPTIMIZER = {"sgd": "linear", "adam": "sqrt", "adamw": "sqrt", "lamb": "sqrt"}
+# The optimizers whose weight decay is their own, not a loss term.
+DECAYING = ("adamw", "lamb")
 
 
 def scaling_rule(config):
@@ -122,17 +126,24 @@ def learning_rate_schedule(config, global_batch_size, total_steps):
 def undecayed_variables(model):
     """Biases and normalization scales and offsets (every variable of rank 0 or
     1): decaying them towards 0 only hurts (Loshchilov and Hutter; Goyal et al.)."""
-    return [variable for variable in model.trainable_variables if len(variable.shape) <= 1]
+    return [variable for variable in model.trainable_variables if not is_layer_weight(variable)]
 
 
 def make_optimizer(config, learning_rate, model):
     """The optimizer `config` names, on `learning_rate` (a schedule), for
     `model`'s variables: Adam; AdamW, whose decoupled weight decay leaves out
-    `undecayed_variables`; or SGD with momentum (plain SGD, momentum 0, is what
-    equivalence checks use: Adam hides loss-scaling errors)."""
+    `undecayed_variables`; LAMB (lamb.py: AdamW's step scaled layer by layer);
+    or SGD with momentum (plain SGD, momentum 0, is what equivalence checks use:
+    Adam hides loss-scaling errors)."""
     # --ema-decay: the optimizer keeps the averages (its variables: mirrored,
     # updated after each update, saved in every checkpoint).
     averaging = {"use_ema": config.ema_decay is not None, "ema_momentum": config.ema_decay or 0.99}
+    if config.optimizer in DECAYING and model.losses:
+        raise TrainerError(
+            f"the model adds {len(model.losses)} regularization loss(es) (kernel_regularizer,"
+            f" activity_regularizer) and --optimizer {config.optimizer} decays the weights too"
+            " - remove the regularizers from task.build_model, or use --optimizer adam or sgd"
+        )
     if config.optimizer == "sgd":
         optimizer = keras.optimizers.SGD(
             learning_rate=learning_rate,
@@ -141,16 +152,14 @@ def make_optimizer(config, learning_rate, model):
             **averaging,
         )
     elif config.optimizer == "adamw":
-        if model.losses:
-            raise TrainerError(
-                f"the model adds {len(model.losses)} regularization loss(es) (kernel_regularizer,"
-                " activity_regularizer) and --optimizer adamw decays the weights too - remove"
-                " the regularizers from task.build_model, or use --optimizer adam or sgd"
-            )
         optimizer = keras.optimizers.AdamW(
             learning_rate=learning_rate, weight_decay=config.weight_decay, **averaging
         )
         optimizer.exclude_from_weight_decay(var_list=undecayed_variables(model))
+    elif config.optimizer == "lamb":
+        optimizer = Lamb(
+            learning_rate=learning_rate, weight_decay_rate=config.weight_decay, **averaging
+        )
     else:
         optimizer = keras.optimizers.Adam(learning_rate=learning_rate, **averaging)
 {%- if cookiecutter.mixed_precision == "float16" %}
