@@ -24,12 +24,11 @@ import tutorials
 
 # Steps per call that make the per-call cost vanish: the overhead-free bound.
 OVERHEAD_FREE_STEPS_PER_CALL = 256
-# The training data a resume is timed on, in GB, by task and mode (quick: True):
-# index decodes every image, and 2 GB of the sample's are 1.1 million of them.
+# The training data a resume is timed on, in GB, by task and mode (quick: True).
 RESUME_GB = {
     ("tabular", False): 2.0,
     ("tabular", True): 0.02,
-    ("image", False): 0.5,
+    ("image", False): 2.0,
     ("image", True): 0.02,
 }
 # (examples per epoch, repeats, examples in the 1x startup data set) by task and mode.

@@ -2,13 +2,16 @@
 
 On the tabular sample task (TFRecord shards the project writes), trains the same
 epochs on 2 logical CPU replicas at global batches of 1, 4 and 16 times the
-reference batch (256), for Adam and for SGD, on the defaults:
+reference batch (256), for Adam, LAMB and SGD, on the defaults:
 
   OPT_Nx                the default recipe at N times the reference batch: the
                         rate scaled by the optimizer's rule (the square root
-                        for Adam, linear for SGD), a warmup, a cosine decay
+                        for Adam and LAMB, linear for SGD), a warmup, a cosine
+                        decay
   adam_16x_linear       Adam at 16x on the linear rule (16x the rate), the
                         rule the defaults used before issue 34
+  OPT_16x_warmup_25     16x with a quarter of the run's 64 steps warming up
+                        (the default is 5%: 3 steps)
   OPT_16x_without_recipe  16x on the reference rate, constant, no warmup:
                         what a run scaled out without the recipe gets
   small_OPT             a newcomer's small data set on the defaults: 142
@@ -38,17 +41,22 @@ WITHOUT_RECIPE = ["--learning-rate-scaling", "none", "--warmup-steps", "0",
 RUNS = {
     **{
         f"{optimizer}_{scale}x": (optimizer, scale * REFERENCE_BATCH, "large", [])
-        for optimizer in ("adam", "sgd")
+        for optimizer in ("adam", "lamb", "sgd")
         for scale in (1, 4, 16)
     },
     "adam_16x_linear": ("adam", 16 * REFERENCE_BATCH, "large",
                         ["--learning-rate-scaling", "linear"]),
+    **{
+        f"{optimizer}_16x_warmup_25": (optimizer, 16 * REFERENCE_BATCH, "large",
+                                       ["--warmup-steps", "16"])
+        for optimizer in ("adam", "lamb")
+    },
     "adam_16x_without_recipe": ("adam", 16 * REFERENCE_BATCH, "large", WITHOUT_RECIPE),
     "sgd_16x_without_recipe": ("sgd", 16 * REFERENCE_BATCH, "large", WITHOUT_RECIPE),
     "small_adam": ("adam", 32, "small", []),
     "small_sgd": ("sgd", 32, "small", []),
 }
-QUICK_RUNS = ("adam_1x", "adam_16x", "adam_16x_linear", "small_adam")
+QUICK_RUNS = ("adam_1x", "adam_16x", "adam_16x_linear", "lamb_16x", "small_adam")
 # data set -> (training examples, epochs) by mode. The large set: 16 epochs of
 # 16384 examples are 1024 steps at 1x and 64 at 16x.
 DATA = {
@@ -121,7 +129,7 @@ def measure(package, workdir, quick):
     if not quick:
         results["recipe_holds_at_4x"] = {
             optimizer: abs(mean[f"{optimizer}_4x"] - mean[f"{optimizer}_1x"]) <= TOLERANCE
-            for optimizer in ("adam", "sgd")
+            for optimizer in ("adam", "lamb", "sgd")
         }
     return results
 

@@ -5,9 +5,11 @@ pages of every shard are dropped before each resume). Run on a baked project
 
     PYTHONPATH=src python ../../benchmarks/resume_cost.py PACKAGE WORKDIR [--gb 2]
 
-The data set is one shard of the sample task's examples, copied to the size
-asked for and indexed; it prints JSON. `make bench` runs it for each task
-(measure.py: 2 GB tabular, 0.5 GB image; 20 MB in quick mode).
+The data set is one shard of the sample task's examples, indexed, then copied
+to the size asked for, each copy listed in the manifest with the shard's own
+entry (indexing 2 GB of the image sample's small JPEGs would decode 1.1 million
+of them: 15 minutes here); it prints JSON. `make bench` runs it for each task
+(measure.py: 2 GB; 20 MB in quick mode).
 """
 
 import argparse
@@ -37,21 +39,30 @@ def drop_from_page_cache(paths):
 
 
 def make_data(package, workdir, gigabytes, shard_examples):
-    """One shard of the sample task's examples, copied to `gigabytes`, indexed."""
+    """One shard of the sample task's examples, indexed, copied to `gigabytes`."""
     sources = importlib.import_module(f"{package}.sources")
     manifest = importlib.import_module(f"{package}.manifest")
     base, data_dir = workdir / "base", workdir / "data"
     shutil.rmtree(workdir, ignore_errors=True)
     sources.make_data(base, num_files=1, examples=shard_examples)
+    manifest.index(str(base))
     (shard,) = base.glob("train-*")
     copies = math.ceil(gigabytes * 1e9 / shard.stat().st_size)
     data_dir.mkdir(parents=True)
     for eval_shard in base.glob("eval-*"):
         shutil.copy(eval_shard, data_dir)
-    for index in range(copies):
-        shutil.copy(shard, data_dir / f"train-{index:05d}-of-{copies:05d}.tfrecord")
-    manifest.index(str(data_dir))
-    return data_dir, sorted(data_dir.glob("train-*"))
+    names = [f"train-{index:05d}-of-{copies:05d}.tfrecord" for index in range(copies)]
+    for name in names:
+        shutil.copy(shard, data_dir / name)
+    # The copies hold the shard's records: its manifest entry, under each name.
+    listed = json.loads((base / manifest.MANIFEST_NAME).read_text())
+    train = listed["splits"]["train"]
+    (entry,) = train["files"]
+    train["files"] = [{**entry, "file": name} for name in names]
+    train["records"] = entry["records"] * copies
+    (data_dir / manifest.MANIFEST_NAME).write_text(json.dumps(listed, indent=1))
+    manifest.read_manifest(str(data_dir))
+    return data_dir, [data_dir / name for name in names]
 
 
 def measure(package, workdir, strategy, gigabytes, quick=False, repeats=REPEATS):

@@ -88,12 +88,14 @@ def test_quick_bench_measures_both_tasks_and_writes_results_and_chart(tmp_path):
             assert math.isfinite(value) and value > 0, (task, name, value)
     recipe = results["recipe"]
     assert recipe["global_batch"] == {
-        "adam_1x": 256, "adam_16x": 4096, "adam_16x_linear": 4096, "small_adam": 32
+        "adam_1x": 256, "adam_16x": 4096, "adam_16x_linear": 4096, "lamb_16x": 4096,
+        "small_adam": 32,
     }
     # Adam's default rule is the square root: 4x the rate at 16x the batch, not 16x.
     rates = recipe["peak_learning_rate"]
     assert rates["adam_16x"] == pytest.approx(4 * rates["adam_1x"])
     assert rates["adam_16x_linear"] == pytest.approx(16 * rates["adam_1x"])
+    assert rates["lamb_16x"] == pytest.approx(rates["adam_16x"])  # LAMB's rule is Adam's
     for name, accuracies in recipe["eval_accuracy"].items():
         assert len(accuracies) == len(recipe["seeds"])
         assert all(0 <= accuracy <= 1 for accuracy in accuracies), name
