@@ -37,10 +37,13 @@ REPLICAS = 2
 REFERENCE_BATCH = 256
 WITHOUT_RECIPE = ["--learning-rate-scaling", "none", "--warmup-steps", "0",
                   "--lr-schedule", "constant"]
+# The sample model adds an L2 loss (1e-4), as it does for Adam and SGD: it stands
+# in for LAMB's own decay (both would decay twice, which make_optimizer refuses).
+OWN_FLAGS = {"adam": [], "sgd": [], "lamb": ["--weight-decay", "0"]}
 # name -> (optimizer, global batch, data set, extra flags)
 RUNS = {
     **{
-        f"{optimizer}_{scale}x": (optimizer, scale * REFERENCE_BATCH, "large", [])
+        f"{optimizer}_{scale}x": (optimizer, scale * REFERENCE_BATCH, "large", OWN_FLAGS[optimizer])
         for optimizer in ("adam", "lamb", "sgd")
         for scale in (1, 4, 16)
     },
@@ -48,7 +51,7 @@ RUNS = {
                         ["--learning-rate-scaling", "linear"]),
     **{
         f"{optimizer}_16x_warmup_25": (optimizer, 16 * REFERENCE_BATCH, "large",
-                                       ["--warmup-steps", "16"])
+                                       [*OWN_FLAGS[optimizer], "--warmup-steps", "16"])
         for optimizer in ("adam", "lamb")
     },
     "adam_16x_without_recipe": ("adam", 16 * REFERENCE_BATCH, "large", WITHOUT_RECIPE),

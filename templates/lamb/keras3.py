@@ -12,7 +12,9 @@ class Lamb(keras.optimizers.Optimizer):
         name="lamb",
         **kwargs,
     ):
-        # Its decay is in the step, not the base class's (weight_decay).
+        # Its decay is in the step: the base class's would decay every variable again.
+        if kwargs.get("weight_decay") is not None:
+            raise ValueError("give Lamb weight_decay_rate, not weight_decay")
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.beta_1 = beta_1
         self.beta_2 = beta_2

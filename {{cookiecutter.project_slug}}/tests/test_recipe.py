@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LOOPS, assert_in_sync, trainable_weights
+from conftest import LOOPS, assert_in_sync, assert_losses_alike, trainable_weights
 from keras import Variable as Keras3Variable
 from keras.optimizers import Lamb as Keras3Lamb
 
@@ -131,12 +131,14 @@ def test_a_decaying_optimizer_refuses_a_model_that_adds_l2_regularization_too(
         with pytest.raises(TrainerError, match=rf"--optimizer {optimizer} decays the weights too"):
             make_optimizer(config, 0.01, model)
         make_optimizer(TrainConfig(optimizer="adam"), 0.01, model)  # the L2 alone is fine
+        # Its own decay off, the model's L2 stands in: one decay, not two.
+        make_optimizer(TrainConfig(optimizer=optimizer, weight_decay=0.0), 0.01, model)
 
 
 def reference_lamb(weights, gradients, learning_rate, weight_decay, adapted, epsilon=1e-6):
     """LAMB in numpy, as the paper writes it (beta_1 0.9, beta_2 0.999): each
     step's Adam direction plus the decay, scaled by |w| / |direction| for the
-    `adapted` variables; the others take Adam's step alone."""
+    `adapted` variables (by 1 while |w| is 0); the others take Adam's step alone."""
     weights = [np.array(w, dtype=np.float64) for w in weights]
     m = [np.zeros_like(w) for w in weights]
     v = [np.zeros_like(w) for w in weights]
@@ -147,7 +149,8 @@ def reference_lamb(weights, gradients, learning_rate, weight_decay, adapted, eps
             direction = (m[i] / (1 - 0.9**t)) / (np.sqrt(v[i] / (1 - 0.999**t)) + epsilon)
             if adapted[i]:
                 direction = direction + weight_decay * weights[i]
-                direction *= np.linalg.norm(weights[i]) / np.linalg.norm(direction)
+                if np.linalg.norm(weights[i]) > 0:
+                    direction *= np.linalg.norm(weights[i]) / np.linalg.norm(direction)
             weights[i] = weights[i] - learning_rate * direction
     return weights
 
@@ -196,6 +199,30 @@ def test_lamb_takes_the_papers_steps_and_keras_3s_where_they_agree():
     expected = reference_lamb(weights, gradients, 0.05, 0.0, [True] * len(weights))
     for variable, value in zip(keras_3, expected, strict=True):
         np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
+
+
+def test_lamb_steps_a_zero_kernel_and_an_embeddings_sparse_gradient_as_the_paper():
+    # A kernel still at 0 has no trust ratio (0 / |step|): Adam's step, not a NaN.
+    # An Embedding's gradient comes as IndexedSlices of the rows looked up.
+    zero = keras.layers.Dense(3, use_bias=False, kernel_initializer="zeros")
+    zero.build((None, 4))
+    embedding = keras.layers.Embedding(6, 3)
+    embedding.build((None,))
+    variables = [zero.kernel, embedding.embeddings]
+    weights = [variable.numpy() for variable in variables]
+    rng = np.random.default_rng(3)
+    dense = rng.normal(size=(4, 3)).astype(np.float32)
+    rows = rng.normal(size=(2, 3)).astype(np.float32)
+    sparse = tf.IndexedSlices(tf.constant(rows), tf.constant([1, 4]), tf.constant([6, 3]))
+    Lamb(learning_rate=0.1, weight_decay_rate=0.1).apply_gradients(
+        zip([tf.constant(dense), sparse], variables, strict=True)
+    )
+    densified = np.zeros((6, 3), np.float32)
+    densified[[1, 4]] = rows
+    expected = reference_lamb(weights, [[dense, densified]], 0.1, 0.1, [True, True])
+    for variable, value in zip(variables, expected, strict=True):
+        np.testing.assert_allclose(variable.numpy(), value, rtol=1e-5, atol=1e-6)
+    assert np.all(np.isfinite(variables[0].numpy())) and np.any(variables[0].numpy() != 0)
 
 
 def test_lamb_decays_and_scales_kernels_only_alike_on_every_replica(two_replicas):
@@ -251,6 +278,18 @@ def test_lamb_resumed_from_a_checkpoint_takes_the_uninterrupted_steps(tmp_path):
         resumed.trainable_variables, model.trainable_variables, strict=True
     ):
         np.testing.assert_array_equal(variable.numpy(), uninterrupted.numpy())
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_lamb_on_two_replicas_trains_like_one_device(
+    two_replicas, one_device, sgd_config, without_random_layers, loop
+):
+    # Its trust ratios are taken from the all-reduced gradient: per replica they
+    # would differ. The sample model's L2 stands in for LAMB's own decay.
+    lamb = dict(optimizer="lamb", weight_decay=0.0, learning_rate=0.01{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    distributed = train(sgd_config("two", 64, **lamb), two_replicas)
+    single = train(sgd_config("one", 128, **lamb), one_device)
+    assert_losses_alike(distributed, single)
 
 
 @pytest.mark.parametrize("loop", LOOPS)

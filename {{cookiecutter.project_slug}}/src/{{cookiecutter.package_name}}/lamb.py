@@ -4,11 +4,13 @@ by about the learning rate times its own norm, whatever its gradients' scale.
 Large-batch runs keep Adam's accuracy under it where Adam's falls (BERT
 pre-training at a batch of 32k).
 
-Biases and normalization scales and offsets (every variable of rank 0 or 1)
-take Adam's step alone, neither decayed nor scaled, as in the paper's BERT
-runs and tensorflow/models' LAMB. Keras 3's own keras.optimizers.Lamb scales
-and decays every variable, and decays outside the ratio; tf_keras has none.
-Hence one class per Keras package on the same `lamb_step`, its variables the
+Biases and normalization scales and offsets take Adam's step alone, neither
+decayed nor scaled, as in the paper's BERT runs (tensorflow/models' LAMB with
+BERT's settings). They are told apart by rank, as AdamW's exclusions are
+(optimizer.py): rank 0 or 1, which an EinsumDense bias (rank 2, in
+MultiHeadAttention) is not. Keras 3's own keras.optimizers.Lamb scales and
+decays every variable, and decays outside the ratio; tf_keras has none. Hence
+one class per Keras package on the same `lamb_step`, its variables the
 optimizer's own (mirrored under `strategy.scope()`, in every checkpoint).
 """
 

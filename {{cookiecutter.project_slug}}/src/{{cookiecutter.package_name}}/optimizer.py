@@ -138,11 +138,12 @@ def make_optimizer(config, learning_rate, model):
     # --ema-decay: the optimizer keeps the averages (its variables: mirrored,
     # updated after each update, saved in every checkpoint).
     averaging = {"use_ema": config.ema_decay is not None, "ema_momentum": config.ema_decay or 0.99}
-    if config.optimizer in DECAYING and model.losses:
+    if config.optimizer in DECAYING and config.weight_decay and model.losses:
         raise TrainerError(
             f"the model adds {len(model.losses)} regularization loss(es) (kernel_regularizer,"
             f" activity_regularizer) and --optimizer {config.optimizer} decays the weights too"
-            " - remove the regularizers from task.build_model, or use --optimizer adam or sgd"
+            " - remove the regularizers from task.build_model, give --weight-decay 0 (the"
+            " model's own regularization then stands in), or use --optimizer adam or sgd"
         )
     if config.optimizer == "sgd":
         optimizer = keras.optimizers.SGD(
