@@ -8,10 +8,13 @@ reference batch (256), for Adam, LAMB and SGD, on the defaults:
                         rate scaled by the optimizer's rule (the square root
                         for Adam and LAMB, linear for SGD), a warmup, a cosine
                         decay
-  adam_16x_linear       Adam at 16x on the linear rule (16x the rate), the
-                        rule the defaults used before issue 34
+  OPT_16x_linear        16x on the linear rule (16x the rate), the rule
+                        Adam's defaults used before issue 34
   OPT_16x_warmup_25     16x with a quarter of the run's 64 steps warming up
                         (the default is 5%: 3 steps)
+  lamb_16x_double_rate  LAMB at 16x from twice the reference rate (0.02)
+  adam_16x_4x_epochs    Adam at 16x for 4 times the epochs: 256 steps, a
+                        quarter of 1x's (the flag given last is the one taken)
   OPT_16x_without_recipe  16x on the reference rate, constant, no warmup:
                         what a run scaled out without the recipe gets
   small_OPT             a newcomer's small data set on the defaults: 142
@@ -47,8 +50,14 @@ RUNS = {
         for optimizer in ("adam", "lamb", "sgd")
         for scale in (1, 4, 16)
     },
-    "adam_16x_linear": ("adam", 16 * REFERENCE_BATCH, "large",
-                        ["--learning-rate-scaling", "linear"]),
+    **{
+        f"{optimizer}_16x_linear": (optimizer, 16 * REFERENCE_BATCH, "large",
+                                    [*OWN_FLAGS[optimizer], "--learning-rate-scaling", "linear"])
+        for optimizer in ("adam", "lamb")
+    },
+    "adam_16x_4x_epochs": ("adam", 16 * REFERENCE_BATCH, "large", ["--epochs", "64"]),
+    "lamb_16x_double_rate": ("lamb", 16 * REFERENCE_BATCH, "large",
+                             [*OWN_FLAGS["lamb"], "--learning-rate", "0.02"]),
     **{
         f"{optimizer}_16x_warmup_25": (optimizer, 16 * REFERENCE_BATCH, "large",
                                        [*OWN_FLAGS[optimizer], "--warmup-steps", "16"])

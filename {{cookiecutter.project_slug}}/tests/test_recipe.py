@@ -21,6 +21,7 @@ from {{ cookiecutter.package_name }}.lamb import Lamb
 from {{ cookiecutter.package_name }}.optimizer import (
     WarmupThenDecay,
     describe_scaling,
+    large_batch_note,
     learning_rate_schedule,
     make_optimizer,
     scaled_learning_rate,
@@ -58,6 +59,20 @@ def test_by_default_the_rate_follows_the_optimizers_scaling_rule(optimizer, rule
     assert describe_scaling(given, 32) == (
         "--learning-rate as given, not scaled to the global batch 32"
     )
+
+
+def test_adaptive_optimizers_at_8x_the_reference_batch_are_told_the_epochs_that_held():
+    assert large_batch_note(TrainConfig(optimizer="adam"), 1024) is None  # 4x
+    assert large_batch_note(TrainConfig(optimizer="sgd", epochs=16), 4096) is None
+    note = large_batch_note(TrainConfig(optimizer="adam", epochs=16), 4096)
+    assert note.startswith("the global batch 4096 is 16x --reference-batch-size 256: ")
+    assert note.endswith(
+        ' - consider --epochs 64, sqrt(16) times as many (README, "The training recipe")'
+    )
+    for optimizer in ("adamw", "lamb"):
+        assert "consider --epochs 9, sqrt(8) times" in large_batch_note(
+            TrainConfig(optimizer=optimizer, epochs=3), 2048
+        )
 
 
 def rates(schedule, steps):
@@ -282,14 +297,21 @@ def test_lamb_resumed_from_a_checkpoint_takes_the_uninterrupted_steps(tmp_path):
 
 @pytest.mark.parametrize("loop", LOOPS)
 def test_lamb_on_two_replicas_trains_like_one_device(
-    two_replicas, one_device, sgd_config, without_random_layers, loop
+    two_replicas, one_device, sgd_config, without_random_layers, loop, caplog
 ):
     # Its trust ratios are taken from the all-reduced gradient: per replica they
     # would differ. The sample model's L2 stands in for LAMB's own decay.
-    lamb = dict(optimizer="lamb", weight_decay=0.0, learning_rate=0.01{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
+    # fmt: off
+    lamb = dict(
+        optimizer="lamb", weight_decay=0.0, learning_rate=0.01, reference_batch_size=16{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %}
+    )
+    # fmt: on
     distributed = train(sgd_config("two", 64, **lamb), two_replicas)
     single = train(sgd_config("one", 128, **lamb), one_device)
     assert_losses_alike(distributed, single)
+    # At 8x the reference batch, each run says what the recipe study found there.
+    notes = [m for m in caplog.messages if m.startswith("the global batch 128 is 8x")]
+    assert len(notes) == 2, caplog.messages
 
 
 @pytest.mark.parametrize("loop", LOOPS)

@@ -35,7 +35,7 @@ from {{ cookiecutter.package_name }} import (
 from {{ cookiecutter.package_name }}.attempts import NoProgress
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
-from {{ cookiecutter.package_name }}.optimizer import describe_scaling, scaling_rule
+from {{ cookiecutter.package_name }}.optimizer import describe_scaling, large_batch_note, scaling_rule
 from {{ cookiecutter.package_name }}.replica_sync import ReplicaSync
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
@@ -160,6 +160,9 @@ class Controller:
             describe_scaling(self.config, self.plan.global_batch_size),
             self.learning_rate.describe(),
         )
+        note = large_batch_note(self.config, self.plan.global_batch_size)
+        if note:
+            log.warning("%s", note)
         try:
             with self.watchdog.watching("restore", "restoring the checkpoint", A_PEER_OR_STORAGE):
                 # Settings are checked before the restore: another optimizer would
