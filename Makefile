@@ -5,11 +5,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Test processes: a baked suite spends much of its time waiting on the training
-# processes it starts (alone, it kept 1.1 of 2 cores busy), so the three that
-# make test runs start at once, and the third worker takes the rest after the
-# lightest of them. One test at a time to each, in the order listed.
-WORKERS ?= 3
+# Test processes: the baked suites spend much of their time waiting on the
+# training processes they start, so 2 workers keep 2 cores busy. One test at a
+# time to each, in the order listed (the heaviest suites first).
+WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -n $(WORKERS) --dist load --maxschedchunk 1
 DEMO_DIR := build/demo
 DEMO := $(DEMO_DIR)/tf-distributed-trainer
