@@ -107,9 +107,11 @@ def small_model(regularizer=None):
     return keras.Model(inputs, keras.layers.Dense(2)(x))
 
 
-def test_adamw_decays_kernels_but_not_biases_or_normalization(two_replicas):
-    config = TrainConfig(optimizer="adamw", weight_decay=0.1)
-    with two_replicas.scope():
+def step_from_ones_on_zero_gradients(strategy, config):
+    """A small model's weights, all 1, after one step of `config`'s optimizer at
+    rate 0.5 on zero gradients: Adam's own update is 0, only the decay moves a
+    weight."""
+    with strategy.scope():
         model = small_model()
         optimizer = make_optimizer(config, 0.5, model)
         optimizer.build(model.trainable_variables)
@@ -119,13 +121,19 @@ def test_adamw_decays_kernels_but_not_biases_or_normalization(two_replicas):
     @tf.function
     def step():
         def replica_step():
-            # Zero gradients: Adam's own update is 0, only the decay moves a weight.
             zeros = [tf.zeros_like(variable) for variable in model.trainable_variables]
             optimizer.apply_gradients(zip(zeros, model.trainable_variables, strict=True))
 
-        two_replicas.run(replica_step)
+        strategy.run(replica_step)
 
     step()
+    return model
+
+
+def test_adamw_decays_kernels_but_not_biases_or_normalization(two_replicas):
+    model = step_from_ones_on_zero_gradients(
+        two_replicas, TrainConfig(optimizer="adamw", weight_decay=0.1)
+    )
     values = [variable.numpy() for variable in model.trainable_variables]
     kernels = [value for value in values if value.ndim == 2]
     others = [value for value in values if value.ndim < 2]
@@ -241,25 +249,12 @@ def test_lamb_steps_a_zero_kernel_and_an_embeddings_sparse_gradient_as_the_paper
 
 
 def test_lamb_decays_and_scales_kernels_only_alike_on_every_replica(two_replicas):
-    with two_replicas.scope():
-        model = small_model()
-        optimizer = make_optimizer(TrainConfig(optimizer="lamb", weight_decay=0.1), 0.5, model)
-        optimizer.build(model.trainable_variables)
-    for variable in model.trainable_variables:
-        variable.assign(tf.ones_like(variable))
-
-    @tf.function
-    def step():
-        def replica_step():
-            # Zero gradients: a kernel's step is its decay, 0.1 w, which its
-            # trust ratio |w| / |0.1 w| scales to w itself: the rate's share of
-            # w goes, whatever the decay (AdamW would take 0.5 x 0.1 of it).
-            zeros = [tf.zeros_like(variable) for variable in model.trainable_variables]
-            optimizer.apply_gradients(zip(zeros, model.trainable_variables, strict=True))
-
-        two_replicas.run(replica_step)
-
-    step()
+    # A kernel's step is its decay, 0.1 w, which its trust ratio |w| / |0.1 w|
+    # scales to w itself: the rate's share of w goes, whatever the decay (AdamW
+    # would take 0.5 x 0.1 of it).
+    model = step_from_ones_on_zero_gradients(
+        two_replicas, TrainConfig(optimizer="lamb", weight_decay=0.1)
+    )
     assert_in_sync(two_replicas, model.trainable_variables)
     values = [variable.numpy() for variable in model.trainable_variables]
     kernels = [value for value in values if value.ndim == 2]
