@@ -27,7 +27,7 @@ Writes build/bench/results.json (with the machine and versions) and
 build/bench/ratios.png, and prints a table.
 
 Run: make bench            (QUICK=1: small sizes, one repeat; CI runs it)
-     .venv/bin/python benchmarks/speed.py [--quick] [--out DIR]
+     .venv/bin/python benchmarks/speed.py [--quick] [--tasks tabular,image] [--out DIR]
 """
 
 import argparse
@@ -133,10 +133,11 @@ def measure(package, workdir, quick, script="measure.py"):
 
 def table(results):
     """The ratios as a Markdown table (the README's), targets beside them."""
-    names = list(results["tasks"][TASKS[0]]["ratios"])
-    lines = ["| ratio | " + " | ".join(TASKS) + " | target |", "|---|" + "---:|" * (len(TASKS) + 1)]
+    tasks = list(results["tasks"])
+    names = list(results["tasks"][tasks[0]]["ratios"])
+    lines = ["| ratio | " + " | ".join(tasks) + " | target |", "|---|" + "---:|" * (len(tasks) + 1)]
     for name in names:
-        values = " | ".join(f"{results['tasks'][task]['ratios'][name]:.2f}" for task in TASKS)
+        values = " | ".join(f"{results['tasks'][task]['ratios'][name]:.2f}" for task in tasks)
         target = "-"
         if name in TARGETS:
             by_task = TARGETS[name]
@@ -171,11 +172,12 @@ def held_out_table(recipe):
 def recipe_table(results):
     """The training recipe's per-step costs: examples/s with each feature on
     over the plain engine's (1.00: free; `off_repeat`: the noise band)."""
-    names = list(results["tasks"][TASKS[0]]["recipe_ratios"])
-    lines = ["| feature on / plain | " + " | ".join(TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+    tasks = list(results["tasks"])
+    names = list(results["tasks"][tasks[0]]["recipe_ratios"])
+    lines = ["| feature on / plain | " + " | ".join(tasks) + " |", "|---|" + "---:|" * len(tasks)]
     for name in names:
         values = " | ".join(
-            f"{results['tasks'][task]['recipe_ratios'][name]:.2f}" for task in TASKS
+            f"{results['tasks'][task]['recipe_ratios'][name]:.2f}" for task in tasks
         )
         lines.append(f"| `{name}` | {values} |")
     return "\n".join(lines)
@@ -187,21 +189,22 @@ def chart(results, path):
     matplotlib.use("Agg")  # no display
     import matplotlib.pyplot as plt
 
-    names = [name for name in results["tasks"][TASKS[0]]["ratios"] if name in TARGETS]
+    tasks = list(results["tasks"])
+    names = [name for name in results["tasks"][tasks[0]]["ratios"] if name in TARGETS]
     figure, axes = plt.subplots(figsize=(8, 4))
-    width = 0.8 / len(TASKS)
-    for offset, task in enumerate(TASKS):
+    width = 0.8 / len(tasks)
+    for offset, task in enumerate(tasks):
         values = [results["tasks"][task]["ratios"][name] for name in names]
         positions = [index + offset * width for index in range(len(names))]
         axes.bar(positions, values, width, label=task)
     for index, name in enumerate(names):
-        for offset, task in enumerate(TASKS):
+        for offset, task in enumerate(tasks):
             if task in TARGETS[name]:
                 left = index + (offset - 0.5) * width
                 axes.hlines(
                     TARGETS[name][task], left, left + width, colors="black", linestyles="dashed"
                 )
-    axes.set_xticks([index + width * (len(TASKS) - 1) / 2 for index in range(len(names))], names)
+    axes.set_xticks([index + width * (len(tasks) - 1) / 2 for index in range(len(names))], names)
     axes.axhline(1.0, color="grey", linewidth=0.5)
     axes.set_ylabel("speed ratio (dashed: target)")
     mode = "quick" if results["quick"] else "full"
@@ -212,9 +215,27 @@ def chart(results, path):
     plt.close(figure)
 
 
+def task_list(text):
+    """--tasks: a comma-separated subset of TASKS, in TASKS's order."""
+    tasks = text.split(",")
+    unknown = [task for task in tasks if task not in TASKS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"{unknown[0]!r} is not a task - use a comma-separated subset of {','.join(TASKS)}"
+        )
+    return [task for task in TASKS if task in tasks]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="speed of the generated training code")
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (CI)")
+    parser.add_argument(
+        "--tasks",
+        type=task_list,
+        default=",".join(TASKS),
+        help="the tasks to measure, comma-separated (default: %(default)s); the recipe"
+        " study runs with the tabular one",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -222,10 +243,11 @@ def main(argv=None):
     started = time.perf_counter()
     results = {"quick": args.quick, "machine": machine(), "targets": TARGETS, "tasks": {}}
     results["bake_seconds"] = bake_seconds(workdir, args.quick)
-    for task in TASKS:
+    for task in args.tasks:
         package = bake_and_install(workdir, task)
         results["tasks"][task] = measure(package, workdir, args.quick)
-    results["recipe"] = measure_recipe(workdir, args.quick)
+    if "tabular" in args.tasks:
+        results["recipe"] = measure_recipe(workdir, args.quick)
     results["bench_seconds"] = time.perf_counter() - started
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     chart(results, args.out / "ratios.png")
@@ -235,7 +257,7 @@ def main(argv=None):
         f"bake: {bakes['one']:.2f} s per project, {bakes['product']:.0f} s for all"
         f" {bakes['combinations']} code combinations"
     )
-    for task in TASKS:
+    for task in args.tasks:
         measured = results["tasks"][task]
         checkpoint, startup = measured["checkpoint"], measured["startup_seconds"]
         print(
@@ -252,7 +274,8 @@ def main(argv=None):
             " when it repairs the largest variable"
         )
     print(recipe_table(results))
-    print(held_out_table(results["recipe"]))
+    if "recipe" in results:
+        print(held_out_table(results["recipe"]))
     print(f"wrote {args.out / 'results.json'} and {args.out / 'ratios.png'}")
 
 

@@ -72,8 +72,8 @@ FULL_SUITES = (
 # one-process SIGTERM run is what its 2-worker SIGTERM test in test_launch.py
 # does to a whole cluster, resumed exactly. It keeps its one-process kill (the
 # recipe's optimizer state, accumulation and averages resumed exactly, in the
-# default precision, the custom loop on tf_keras) and stall runs (the
-# watchdog's 142 and the resume after it), which no other project runs there.
+# default precision, the custom loop on tf_keras), which no other project runs
+# there.
 MULTI_WORKER_SUITE = "tabular-custom-multi_worker-tf_keras-tfrecord-no-kubernetes-mlflow"
 LEFT_TO_THE_MIRRORED_SUITES = (
     "test_mlflow_tracking.py::test_a_run_killed_mid_epoch_resumes_into_the_same_mlflow_run",
@@ -88,11 +88,25 @@ LEFT_TO_THE_MIRRORED_SUITES = (
     "test_mlflow_tracking.py::test_export_registers_a_model_version_that_names_its_run",
     "test_mlflow_tracking.py::test_export_refuses_a_registration_it_cannot_make_before_writing",
     "test_importing.py",
-    "test_data.py::test_a_resume_at_any_step_lands_on_the_uninterrupted_batches",
     "test_resume.py::test_sigterm_saves_exits_143_and_the_rerun_resumes_exactly",
     # Its fault cases in make test stop a run that makes no progress on 2 workers.
     "test_resume.py::test_a_sigterm_during_a_resumes_skip_exits_143_without_waiting_for_it",
     "test_resume.py::test_attempts_killed_before_any_progress_stop_the_run_in_one_line",
+    # One-process tests of code no option changes: the data layer (its own
+    # 2-worker runs read TFRecord shards in test_launch.py), the controller's
+    # loop, the run settings' comparison and the final batch-norm check; and
+    # those its 2-worker tests run on a cluster: a stall (a hung worker) and a
+    # drifted copy repaired (on every worker).
+    "test_tfrecords.py",
+    "test_data.py",
+    "test_manifest.py",
+    "test_preflight.py::test_shards_without_a_manifest_are_refused_until_indexed",
+    "test_preflight.py::test_a_record_corrupted_mid_run_stops_in_one_line_naming_its_file",
+    "test_controller.py",
+    "test_run_settings.py",
+    "test_batch_norm_check.py::test_a_run_ends_with_the_check_of_its_final_model",
+    "test_resume.py::test_a_stalled_run_exits_142_saying_where_and_the_rerun_resumes_exactly",
+    "test_replica_sync.py::test_a_copy_that_drifted_is_repaired_to_the_chiefs_at_the_next_checkpoint",
 )
 FRAMEWORK_TESTS = (
     "test_attempts.py",
@@ -163,6 +177,8 @@ FRAMEWORK_CASES = (
     # The doctor's multi-worker checks (the replicas, the network); the image
     # projects run the doctor's training-step checks in one process.
     "test_launch.py::test_two_workers_pass_the_doctor_and_leave_together",
+    # Every planned step on 2 workers with uneven files: the plan is the data's.
+    "test_launch.py::test_two_workers_run_every_planned_step_on_awkward_shapes",
 )
 
 
