@@ -113,6 +113,7 @@ FRAMEWORK_TESTS = (
     "test_cluster.py",
     "test_config.py",
     "test_controller.py",
+    "test_features.py",
     "test_kubernetes.py",
     "test_preflight.py",
     "test_recipe.py",

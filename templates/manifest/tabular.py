@@ -1,12 +1,13 @@
 
 
 def feature_shape_of(path, shapes):
-    """The one feature shape of `path`'s records."""
+    """The one count of values of each input field that `path`'s records hold."""
     if len(shapes) > 1:
-        found = " and ".join(str(shape[0]) for shape in sorted(shapes)[:2])
+        first, second = sorted(shapes)[:2]
+        at = next(i for i, (a, b) in enumerate(zip(first, second, strict=True)) if a != b)
         raise ManifestError(
-            f"{path} holds features of different lengths ({found}) - every record needs"
-            " the same number of 'features' values"
+            f"{path} holds records of {first[at]} and of {second[at]}"
+            f" {list(INPUT_VALUES)[at]!r} values - every record needs the same number"
         )
     return shapes.pop()
 
@@ -18,10 +19,11 @@ def unreadable(path, start):
 
 
 def check_shard(shard, label_offset):
-    """A shard's features, of the shape the model takes, and its labels."""
-    if shard.feature_shape != tuple(INPUT_SHAPE):
-        raise ManifestError(
-            f"{shard.path} holds features of shape {list(shard.feature_shape)}, the model"
-            f" takes {list(INPUT_SHAPE)} - fix the data, or INPUT_SHAPE in task.py"
-        )
+    """A shard's inputs, of the shapes the model takes, and its labels."""
+    for (name, expected), found in zip(INPUT_VALUES.items(), shard.feature_shape, strict=True):
+        if found != expected:
+            raise ManifestError(
+                f"{shard.path} holds {found} {name!r} values a record, the model takes"
+                f" {expected} - fix the data, or its shape in task.py"
+            )
     check_shard_labels(shard, label_offset)

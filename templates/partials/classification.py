@@ -21,18 +21,3 @@ def per_example_metric(labels, logits):
 def serving_outputs(logits):
     """What the exported model returns for the model's logits."""
     return {"logits": logits, "probabilities": tf.nn.softmax(logits)}
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def check_labels(low, high):
-    """Why labels from `low` to `high` (the smallest and largest of a shard's or a
-    CSV row's, less --label-offset) cannot train, or None: each must be a class."""
-    for label in (low, high):
-        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
-            return (
-                f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels,"
-                " or NUM_CLASSES in task.py (on a GPU, cross-entropy gives NaN or garbage"
-                " for such a label, not an error)"
-            )
-    return None
-{%- endif %}

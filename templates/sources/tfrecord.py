@@ -1,9 +1,9 @@
 """The data this project trains on: TFRecord shards in the data directory.
 
-Their format is task.py's; the manifest (manifest.py) lists them with their
-record counts. To train on your own data, write it in that format (or change the
-format in task.py) and run `index`. Planning reads the manifest, never the data,
-so start-up does not grow with the data set.
+Their format is task.py's (record_format.py); the manifest (manifest.py) lists
+them with their record counts. To train on your own data, write it in that
+format (or change the task's declaration of it) and run `index`. Planning reads
+the manifest, never the data, so start-up does not grow with the data set.
 """
 
 import dataclasses
@@ -12,7 +12,7 @@ import re
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import manifest, task, tfrecords
+from {{ cookiecutter.package_name }} import manifest, record_format, task, tfrecords
 from {{ cookiecutter.package_name }}.data import DataError
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class RecordSource:
 
     def parse(self, records, keys=None):
         """A batch of records, parsed by the task (training: with their keys)."""
-        inputs, labels = task.parse_batch(records, keys)
+        inputs, labels = record_format.parse_batch(records, keys)
         return inputs, labels - self.label_offset
 
     def statistics(self):
@@ -81,7 +81,7 @@ class RecordSource:
         """The error to stop with when a training step failed with `err`, or None
         when the data is not the cause.
 
-        A record that fails its checksum or that task.parse_batch cannot read mid-run (the
+        A record that fails its checksum or that the task's format cannot parse mid-run (the
         file changed after `index`, or an older version indexed it): find the file,
         reading the training files in order as `index` does (calling on_progress()
         after each group), and name it. Only an input op's error sends us reading
@@ -91,7 +91,7 @@ class RecordSource:
         if isinstance(err, tf.errors.DataLossError):
             reason = manifest.data_loss_reason(err)
         elif isinstance(err, tf.errors.InvalidArgumentError) and INPUT_OP_ERROR.search(str(err)):
-            reason = "a record that task.parse_batch cannot read"
+            reason = "a record the task's format cannot parse"
         else:
             return None
         log.warning("a training record is corrupt (%s): looking for its file", reason)

@@ -57,6 +57,21 @@ def statistics_from(sums):
     mean = sums["sum"] / sums["count"]
     variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
     return {"mean": mean.tolist(), "variance": variance.tolist()}
+{%- if cookiecutter.data_source == "tfrecord" %}
+
+
+def check_labels(low, high):
+    """Why labels from `low` to `high` (the smallest and largest of a shard's,
+    less --label-offset) cannot train, or None: each must be a class."""
+    for label in (low, high):
+        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
+            return (
+                f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels,"
+                " or NUM_CLASSES in task.py (on a GPU, cross-entropy gives NaN or garbage"
+                " for such a label, not an error)"
+            )
+    return None
+{%- endif %}
 
 
 def sample_examples(num_examples, seed):

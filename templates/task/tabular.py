@@ -1,21 +1,21 @@
 
 NUM_FEATURES = 20
-INPUT_SHAPE = (NUM_FEATURES,)
 NUM_CLASSES = 4
-# One example's label: a class index.
-LABEL_SHAPE = ()
 METRIC_NAME = "accuracy"
 # The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
 # LABEL_SMOOTHING over all classes (0: plain cross-entropy; 0.1 suits large classifiers).
 LABEL_SMOOTHING = 0.0
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 1234
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about.
-FORMAT = "tf.train.Example: features float32[N], label int64"
-{%- endif %}
-# What a client sends the exported model: raw feature vectors.
-SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+# One record: a vector of features, the model's input (and what a client sends
+# the exported model), and a class index.
+FEATURES = features.Record(
+    {
+        "features": features.Tensor(shape=(NUM_FEATURES,), dtype="float32"),
+        "label": features.ClassLabel(NUM_CLASSES),
+    },
+    label="label",
+)
 
 
 {% include model_partial | default("models/tabular.py") %}
@@ -57,66 +57,4 @@ def sample_examples(num_examples, seed):
 def prepare_batch(features, keys=None):
     """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
     del keys
-    return features
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def example_from_csv(columns, label):
-    """One CSV row -> (features, label) for encode: `columns` holds every column
-    but the label's, {name: text} in the file's order, each a feature here."""
-    if len(columns) != NUM_FEATURES:
-        raise ValueError(
-            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
-            " NUM_FEATURES in task.py, or drop columns"
-        )
-    features = [number(text, f"column {column!r}") for column, text in columns.items()]
-    return np.array(features, np.float32), number(label, "the label")
-
-
-{% include "partials/csv_number.py" %}
-
-def encode(features, label):
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
-                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
-            }
-        )
-    )
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> (features [batch, NUM_FEATURES], int32
-    labels), one parse_example call per batch (no augmentation: `keys` unused)."""
-    del keys
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
-            "label": tf.io.FixedLenFeature([], tf.int64),
-        },
-    )
-    return examples["features"], tf.cast(examples["label"], tf.int32)
-
-
-def describe_batch(records):
-    """What `index` learns from a batch of records, whatever their shape: each
-    record's feature shape, label count, and the labels."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.RaggedFeature(tf.float32),
-            "label": tf.io.RaggedFeature(tf.int64),
-        },
-    )
-    lengths = examples["features"].row_lengths()
-    labels = examples["label"]
-    return lengths[:, None], labels.row_lengths(), labels.flat_values
-{%- endif %}
-
-
-def serving_inputs(features):
-    """Feature vectors are model inputs as they are."""
     return features

@@ -17,15 +17,12 @@ values); and the exported model takes the raw values, strings included.
 import numpy as np
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import features
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUMERIC_COLUMNS = ("age", "income", "visits")
 STRING_COLUMNS = ("city", "device")
-# The numbers of one example (`index` checks each record holds them).
-INPUT_SHAPE = (len(NUMERIC_COLUMNS),)
 NUM_CLASSES = 3
-# One example's label: a class index.
-LABEL_SHAPE = ()
 METRIC_NAME = "accuracy"
 # Plain cross-entropy (the classification partial's smoothing off).
 LABEL_SMOOTHING = 0.0
@@ -37,15 +34,17 @@ EMBEDDING_WIDTH = 4
 SAMPLE_TASK_SEED = 31
 CITIES = ("Lyon", "Oslo", "Porto", "Kyoto", "Lima", "Accra")
 DEVICES = ("phone", "tablet", "desktop")
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about.
-FORMAT = "tf.train.Example: numbers float32[3], city bytes, device bytes, label int64"
-{%- endif %}
-# What a client sends the exported model: the raw values of each column.
-SERVING_INPUT = {
-    "numbers": tf.TensorSpec([None, len(NUMERIC_COLUMNS)], tf.float32, name="numbers"),
-    **{column: tf.TensorSpec([None], tf.string, name=column) for column in STRING_COLUMNS},
-}
+# One record: the numbers, the model's inputs of NUMERIC_COLUMNS (in a CSV,
+# the columns not named after a field, in order), each string column, and the
+# class. A client sends the exported model the raw values, strings included.
+FEATURES = features.Record(
+    {
+        "numbers": features.Tensor(shape=(len(NUMERIC_COLUMNS),), dtype="float32"),
+        **{column: features.Text() for column in STRING_COLUMNS},
+        "label": features.ClassLabel(NUM_CLASSES),
+    },
+    label="label",
+)
 
 
 def build_model(statistics):
@@ -53,7 +52,7 @@ def build_model(statistics):
     string column looked up in its training vocabulary and embedded, then a
     small MLP returning logits."""
     inputs = {
-        "numbers": keras.Input(shape=INPUT_SHAPE, name="numbers"),
+        "numbers": keras.Input(shape=(len(NUMERIC_COLUMNS),), name="numbers"),
         **{column: keras.Input(shape=(), dtype="string", name=column) for column in STRING_COLUMNS},
     }
     # Standardized in float32: a raw income overflows float16 (at 65,504).
@@ -133,74 +132,3 @@ def prepare_batch(inputs, keys=None):
     """The columns are model inputs as they are (no augmentation: `keys` unused)."""
     del keys
     return inputs
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def example_from_csv(columns, label):
-    """One CSV row -> (inputs, class) for encode: NUMERIC_COLUMNS as numbers,
-    STRING_COLUMNS as they are (other columns are left out)."""
-    missing = [column for column in (*NUMERIC_COLUMNS, *STRING_COLUMNS) if column not in columns]
-    if missing:
-        raise ValueError(f"no column {missing[0]!r} (its columns: {', '.join(columns)})")
-    numbers = [number(columns[column], f"column {column!r}") for column in NUMERIC_COLUMNS]
-    try:
-        label = int(label)
-    except ValueError:
-        raise ValueError(f"label {label!r} is not a class number") from None
-    inputs = {"numbers": np.array(numbers, np.float32)}
-    inputs.update({column: columns[column] for column in STRING_COLUMNS})
-    return inputs, label
-
-
-{% include "partials/csv_number.py" %}
-
-def encode(inputs, label):
-    def text(value):
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(value).encode()]))
-
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "numbers": tf.train.Feature(float_list=tf.train.FloatList(value=inputs["numbers"])),
-                **{column: text(inputs[column]) for column in STRING_COLUMNS},
-                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
-            }
-        )
-    )
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> ({numbers, city, device}, int32 labels),
-    one parse_example call per batch (no augmentation: `keys` unused)."""
-    del keys
-    examples = tf.io.parse_example(
-        records,
-        {
-            "numbers": tf.io.FixedLenFeature(INPUT_SHAPE, tf.float32),
-            **{column: tf.io.FixedLenFeature([], tf.string) for column in STRING_COLUMNS},
-            "label": tf.io.FixedLenFeature([], tf.int64),
-        },
-    )
-    labels = tf.cast(examples.pop("label"), tf.int32)
-    return examples, labels
-
-
-def describe_batch(records):
-    """What `index` learns from a batch of records, whatever their shape: each
-    record's count of numbers, label count, and the labels."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "numbers": tf.io.RaggedFeature(tf.float32),
-            "label": tf.io.RaggedFeature(tf.int64),
-        },
-    )
-    labels = examples["label"]
-    return examples["numbers"].row_lengths()[:, None], labels.row_lengths(), labels.flat_values
-{%- endif %}
-
-
-def serving_inputs(received):
-    """The raw columns are model inputs as they are: the model looks the strings up."""
-    return received

@@ -4,7 +4,7 @@ number of NUM_LABELS tags, a 0/1 vector as its label.
 Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
 framework and the project's equivalence, resume, evaluation and export tests
 run unchanged (the template's own tests do exactly that). What differs from the
-sample classifier: a label of shape (NUM_LABELS,) (`LABEL_SHAPE`), a sigmoid
+sample classifier: a label of shape (NUM_LABELS,) (in FEATURES), a sigmoid
 cross-entropy per tag, the share of tags predicted right as the metric, the
 logits' biases starting at each tag's log-odds in the training data (its
 statistics), `check_labels` refusing a value other than 0 or 1, and per-tag
@@ -14,29 +14,31 @@ statistics), `check_labels` refusing a value other than 0 or 1, and per-tag
 import numpy as np
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import features
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_FEATURES = 20
-INPUT_SHAPE = (NUM_FEATURES,)
 NUM_LABELS = 5
-# One example's label: a 0/1 value per tag.
-LABEL_SHAPE = (NUM_LABELS,)
 METRIC_NAME = "tag_accuracy"
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 77
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about.
-FORMAT = "tf.train.Example: features float32[N], tags int64[5]"
-{%- endif %}
-# What a client sends the exported model: raw feature vectors.
-SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+# One record: a vector of features, the model's input (and what a client sends
+# the exported model), and the tags, a 0/1 value per tag (in a CSV, one column
+# of NUM_LABELS values separated by spaces: "0 1 1 0 0").
+FEATURES = features.Record(
+    {
+        "features": features.Tensor(shape=(NUM_FEATURES,), dtype="float32"),
+        "tags": features.Tensor(shape=(NUM_LABELS,), dtype="int32"),
+    },
+    label="tags",
+)
 
 
 def build_model(statistics):
     """A small MLP returning a logit per tag, of features standardized with the
     training data's mean and variance; the logits' biases start at each tag's
     log-odds in the training data."""
-    inputs = keras.Input(shape=INPUT_SHAPE, name="features")
+    inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
     # Standardized in float32: a raw value over 256 (a variance over 65,504)
     # overflows float16 under mixed precision.
     x = keras.layers.Normalization(
@@ -128,69 +130,4 @@ def sample_examples(num_examples, seed):
 def prepare_batch(features, keys=None):
     """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
     del keys
-    return features
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def example_from_csv(columns, tags):
-    """One CSV row -> (features, tags) for encode: `columns` holds every column
-    but the tags', {name: text} in the file's order, each a feature; the tags'
-    column holds NUM_LABELS values separated by spaces ("0 1 1 0 0")."""
-    if len(columns) != NUM_FEATURES:
-        raise ValueError(
-            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
-            " NUM_FEATURES in task.py, or drop columns"
-        )
-    values = tags.split()
-    if len(values) != NUM_LABELS or set(values) - {"0", "1"}:
-        raise ValueError(f"{tags!r} in the tags' column is not {NUM_LABELS} values of 0 or 1")
-    features = [number(text, f"column {column!r}") for column, text in columns.items()]
-    return np.array(features, np.float32), np.array([int(value) for value in values])
-
-
-{% include "partials/csv_number.py" %}
-
-def encode(features, tags):
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
-                "tags": tf.train.Feature(int64_list=tf.train.Int64List(value=tags)),
-            }
-        )
-    )
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> (features [batch, NUM_FEATURES], int32
-    tags [batch, NUM_LABELS]) (no augmentation: `keys` unused)."""
-    del keys
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
-            "tags": tf.io.FixedLenFeature([NUM_LABELS], tf.int64),
-        },
-    )
-    return examples["features"], tf.cast(examples["tags"], tf.int32)
-
-
-def describe_batch(records):
-    """What `index` learns from a batch of records, whatever their shape: each
-    record's feature shape, tag value count, and the tag values."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.RaggedFeature(tf.float32),
-            "tags": tf.io.RaggedFeature(tf.int64),
-        },
-    )
-    tags = examples["tags"]
-    return examples["features"].row_lengths()[:, None], tags.row_lengths(), tags.flat_values
-{%- endif %}
-
-
-def serving_inputs(features):
-    """Feature vectors are model inputs as they are."""
     return features

@@ -15,30 +15,31 @@ target that is not finite, and a `prediction` from the exported model.
 import numpy as np
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import features
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_FEATURES = 8
-INPUT_SHAPE = (NUM_FEATURES,)
-# One example's label: the target, a float.
-LABEL_SHAPE = ()
 METRIC_NAME = "mean_absolute_error"
 # Dropout after each hidden layer: it draws random numbers at every training step.
 DROPOUT_RATE = 0.1
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 2024
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about.
-FORMAT = "tf.train.Example: features float32[N], target float32"
-{%- endif %}
-# What a client sends the exported model: raw feature vectors.
-SERVING_INPUT = tf.TensorSpec([None, NUM_FEATURES], tf.float32, name="features")
+# One record: a vector of features, the model's input (and what a client sends
+# the exported model), and the target, a float.
+FEATURES = features.Record(
+    {
+        "features": features.Tensor(shape=(NUM_FEATURES,), dtype="float32"),
+        "target": features.Tensor(shape=(), dtype="float32"),
+    },
+    label="target",
+)
 
 
 def build_model(statistics):
     """A small MLP with dropout, of features standardized with the training data's
     mean and variance, predicting the standardized target: its one output is
     scaled back by the training target's standard deviation and mean."""
-    inputs = keras.Input(shape=INPUT_SHAPE, name="features")
+    inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
     # Standardized in float32: a raw value over 256 (a variance over 65,504)
     # overflows float16 under mixed precision.
     x = keras.layers.Normalization(
@@ -133,65 +134,4 @@ def sample_examples(num_examples, seed):
 def prepare_batch(features, keys=None):
     """Feature vectors are model inputs as they are (no augmentation: `keys` unused)."""
     del keys
-    return features
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def example_from_csv(columns, target):
-    """One CSV row -> (features, target) for encode: `columns` holds every column
-    but the target's, {name: text} in the file's order, each a feature."""
-    if len(columns) != NUM_FEATURES:
-        raise ValueError(
-            f"{len(columns)} feature columns, the task takes {NUM_FEATURES} - change"
-            " NUM_FEATURES in task.py, or drop columns"
-        )
-    features = [number(text, f"column {column!r}") for column, text in columns.items()]
-    return np.array(features, np.float32), number(target, "the label")
-
-
-{% include "partials/csv_number.py" %}
-
-def encode(features, target):
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
-                "target": tf.train.Feature(float_list=tf.train.FloatList(value=[target])),
-            }
-        )
-    )
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> (features [batch, NUM_FEATURES], float32
-    targets), one parse_example call per batch (no augmentation: `keys` unused)."""
-    del keys
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.FixedLenFeature([NUM_FEATURES], tf.float32),
-            "target": tf.io.FixedLenFeature([], tf.float32),
-        },
-    )
-    return examples["features"], examples["target"]
-
-
-def describe_batch(records):
-    """What `index` learns from a batch of records, whatever their shape: each
-    record's feature shape, target count, and the targets."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "features": tf.io.RaggedFeature(tf.float32),
-            "target": tf.io.RaggedFeature(tf.float32),
-        },
-    )
-    targets = examples["target"]
-    return examples["features"].row_lengths()[:, None], targets.row_lengths(), targets.flat_values
-{%- endif %}
-
-
-def serving_inputs(features):
-    """Feature vectors are model inputs as they are."""
     return features

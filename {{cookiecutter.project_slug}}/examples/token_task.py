@@ -4,42 +4,44 @@ Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project train
 framework and the project's equivalence, resume, evaluation and export tests
 run unchanged (the template's own tests do exactly that). It differs from the
 sample task in each thing `task.py` holds: int32 token ids of shape
-[SEQUENCE_LENGTH] instead of float features, an Embedding model, 5 classes, a
-record format of its own, random token masking as augmentation, top-2
-accuracy as the metric, and statistics of the labels instead of the inputs (the
-class frequencies, which start the logits' biases at the log prior).
+[SEQUENCE_LENGTH] instead of float features (a record of its own, declared in
+FEATURES), an Embedding model, 5 classes, random token masking as
+augmentation, top-2 accuracy as the metric, and statistics of the labels
+instead of the inputs (the class frequencies, which start the logits' biases at
+the log prior).
 """
 
 import numpy as np
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import features
 from {{ cookiecutter.package_name }}.compat import keras
 
 SEQUENCE_LENGTH = 12
-INPUT_SHAPE = (SEQUENCE_LENGTH,)
 # Token 0 is the mask; topic t favours tokens 1 + 12t .. 12 + 12t.
 VOCABULARY_SIZE = 64
 TOKENS_PER_TOPIC = 12
 NUM_CLASSES = 5
-# One example's label: a topic index.
-LABEL_SHAPE = ()
 METRIC_NAME = "top_2_accuracy"
 # Training replaces this share of the tokens with the mask (augmentation).
 MASK_RATE = 0.1
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 99
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about.
-FORMAT = "tf.train.Example: tokens int64[N], topic int64"
-{%- endif %}
-# What a client sends the exported model: token ids.
-SERVING_INPUT = tf.TensorSpec([None, SEQUENCE_LENGTH], tf.int32, name="tokens")
+# One record: the token ids (in a CSV, one column of ids separated by spaces)
+# and the topic. A client sends the exported model the token ids.
+FEATURES = features.Record(
+    {
+        "tokens": features.Tensor(shape=(SEQUENCE_LENGTH,), dtype="int32"),
+        "topic": features.ClassLabel(NUM_CLASSES),
+    },
+    label="topic",
+)
 
 
 def build_model(statistics):
     """Token embeddings, averaged, then a small MLP returning logits, whose biases
     start at the training data's log class frequencies (`statistics`)."""
-    inputs = keras.Input(shape=INPUT_SHAPE, dtype="int32", name="tokens")
+    inputs = keras.Input(shape=(SEQUENCE_LENGTH,), dtype="int32", name="tokens")
     x = keras.layers.Embedding(VOCABULARY_SIZE, 16)(inputs)
     x = keras.layers.GlobalAveragePooling1D()(x)
     x = keras.layers.Dense(32, activation="relu")(x)
@@ -63,16 +65,6 @@ def per_example_metric(labels, logits):
     """1.0 where the label's class is among the two highest logits, else 0.0."""
     labels = tf.cast(labels, tf.int32)
     return tf.cast(tf.math.in_top_k(labels, tf.cast(logits, tf.float32), k=2), tf.float32)
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def check_labels(low, high):
-    """Why labels from `low` to `high` cannot train, or None: each must be a topic."""
-    for label in (low, high):
-        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
-            return f"label {label:g} is not a topic in 0..{NUM_CLASSES - 1} - fix the labels"
-    return None
-{%- endif %}
 
 
 def summarize_batch(tokens, labels):
@@ -112,69 +104,6 @@ def prepare_batch(tokens, keys=None):
         return tf.where(kept, sequence, tf.zeros_like(sequence))
 
     return tf.map_fn(mask, (tokens, keys), fn_output_signature=tokens.dtype)
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def example_from_csv(columns, label):
-    """One CSV row -> (tokens, topic) for encode: a `tokens` column of
-    SEQUENCE_LENGTH token ids separated by spaces, and the topic."""
-    if "tokens" not in columns:
-        raise ValueError(f"no column 'tokens' (its columns: {', '.join(columns)})")
-    try:
-        tokens = [int(token) for token in columns["tokens"].split()]
-        topic = int(label)
-    except ValueError:
-        raise ValueError(f"{columns['tokens']!r} or {label!r} is not made of integers") from None
-    if len(tokens) != SEQUENCE_LENGTH:
-        raise ValueError(
-            f"{len(tokens)} token ids in column 'tokens', the task takes {SEQUENCE_LENGTH}"
-        )
-    return np.array(tokens, np.int32), topic
-
-
-def encode(tokens, label):
-    example = tf.train.Example(
-        features=tf.train.Features(
-            feature={
-                "tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=tokens)),
-                "topic": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
-            }
-        )
-    )
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> (prepared tokens, int32 topics)."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "tokens": tf.io.FixedLenFeature([SEQUENCE_LENGTH], tf.int64),
-            "topic": tf.io.FixedLenFeature([], tf.int64),
-        },
-    )
-    tokens = tf.cast(examples["tokens"], tf.int32)
-    return prepare_batch(tokens, keys), tf.cast(examples["topic"], tf.int32)
-
-
-def describe_batch(records):
-    """What `index` learns from a batch of records, whatever their shape: each
-    record's sequence length, label count, and the labels."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "tokens": tf.io.RaggedFeature(tf.int64),
-            "topic": tf.io.RaggedFeature(tf.int64),
-        },
-    )
-    labels = examples["topic"]
-    return examples["tokens"].row_lengths()[:, None], labels.row_lengths(), labels.flat_values
-{%- endif %}
-
-
-def serving_inputs(tokens):
-    """Token ids are model inputs as they are."""
-    return tokens
 
 
 def serving_outputs(logits):

@@ -59,11 +59,12 @@ from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.probe import without_randomness  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.record_format import encode  # noqa: E402
 from {{ cookiecutter.package_name }}.sources import make_data  # noqa: E402
 {%- endif %}
 from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
 {%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.task import build_model, encode, sample_examples  # noqa: E402
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402
 from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split  # noqa: E402
 {%- else %}
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402

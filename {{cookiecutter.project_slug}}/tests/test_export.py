@@ -13,8 +13,8 @@ from conftest import LOOPS, load_weights, sample_statistics
 from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.export import ExportError, export
 {%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT
 from {{ cookiecutter.package_name }}.task import (
-    SERVING_INPUT,
     build_model,
     each_image,
     evaluation_image_from_jpeg,
@@ -22,13 +22,8 @@ from {{ cookiecutter.package_name }}.task import (
     serving_outputs,
 )
 {%- else %}
-from {{ cookiecutter.package_name }}.task import (
-    SERVING_INPUT,
-    build_model,
-    sample_examples,
-    serving_inputs,
-    serving_outputs,
-)
+from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT, serving_inputs
+from {{ cookiecutter.package_name }}.task import build_model, sample_examples, serving_outputs
 {%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 

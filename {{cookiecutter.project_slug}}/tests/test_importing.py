@@ -177,13 +177,8 @@ import tensorflow as tf
 from {{ cookiecutter.package_name }} import importing
 from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, in_label_order
-from {{ cookiecutter.package_name }}.task import (
-    LABEL_SHAPE,
-    NUM_FEATURES,
-    check_labels,
-    parse_batch,
-    sample_examples,
-)
+from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE, check_labels, parse_batch
+from {{ cookiecutter.package_name }}.task import NUM_FEATURES, sample_examples
 
 HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
 # A finite scalar label the task refuses (a classifier's: a class it does not
@@ -400,7 +395,7 @@ def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
         labels,
         header=[*HEADER[:-1], "extra", "label"],
     )
-    too_many = rf"line 2: {NUM_FEATURES + 1} feature columns, the task takes {NUM_FEATURES}"
+    too_many = rf"line 2: {NUM_FEATURES + 1} columns for 'features', which holds {NUM_FEATURES}"
     with pytest.raises(ConversionError, match=too_many):
         import_csv(str(tmp_path / "data"), [wide], [wide])
     with pytest.raises(ConversionError, match=r"has no column 'class' \(its columns: f0, f1"):

@@ -28,26 +28,14 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
+{%- if cookiecutter.task == "image" %}
+from {{ cookiecutter.package_name }}.record_format import encode, parse_batch
 from {{ cookiecutter.package_name }}.sources import load_sources, make_data
-{% if cookiecutter.task == "image" -%}
-from {{ cookiecutter.package_name }}.task import (
-    IMAGE_SIZE,
-    NUM_CLASSES,
-    encode,
-    parse_batch,
-    sample_examples,
-    statistics_from,
-)
-{% else -%}
-from {{ cookiecutter.package_name }}.task import (
-    INPUT_SHAPE,
-    NUM_CLASSES,
-    NUM_FEATURES,
-    encode,
-    parse_batch,
-    sample_examples,
-    statistics_from,
-)
+from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, sample_examples, statistics_from
+{% else %}
+from {{ cookiecutter.package_name }}.record_format import INPUT_VALUES, encode, parse_batch
+from {{ cookiecutter.package_name }}.sources import load_sources, make_data
+from {{ cookiecutter.package_name }}.task import NUM_CLASSES, NUM_FEATURES, sample_examples, statistics_from
 {% endif -%}
 from {{ cookiecutter.package_name }}.tfrecords import write_split
 
@@ -62,7 +50,7 @@ def load_dir(path, label_offset=0):
 def example(label=1):
     return np.zeros(SHAPE, "uint8"), label
 {%- else -%}
-SHAPE = INPUT_SHAPE
+SHAPE = tuple(INPUT_VALUES.values())
 
 
 def load_dir(path):
@@ -260,7 +248,7 @@ OTHER_WIDTH = NUM_FEATURES + 1
 def test_records_of_mixed_lengths_are_refused_by_index(data):
     rows = [example(), example(width=OTHER_WIDTH)]
     write_records(data / "train-00001-of-00002.tfrecord", rows)
-    lengths = rf"holds features of different lengths \({NUM_FEATURES} and {OTHER_WIDTH}\)"
+    lengths = rf"holds records of {NUM_FEATURES} and of {OTHER_WIDTH} 'features' values"
     with pytest.raises(ManifestError, match=lengths):
         index(str(data))
 
@@ -270,14 +258,14 @@ def test_features_of_another_shape_are_refused_before_training(data, monkeypatch
         write_records(shard, [example(width=OTHER_WIDTH)] * 4)
     index(str(data))
     shape = (
-        rf"00002.tfrecord holds features of shape \[{OTHER_WIDTH}\],"
-        rf" the model takes \[{NUM_FEATURES}\]"
+        rf"00002.tfrecord holds {OTHER_WIDTH} 'features' values a record,"
+        rf" the model takes {NUM_FEATURES}"
     )
     with pytest.raises(ManifestError, match=shape):
         load_dir(data)
     # Their statistics could not be learned (they do not parse as the model
-    # takes them): with INPUT_SHAPE changed and no new index, that is the error.
-    monkeypatch.setattr(manifest, "INPUT_SHAPE", (OTHER_WIDTH,))
+    # takes them): with the shape changed and no new index, that is the error.
+    monkeypatch.setattr(manifest, "INPUT_VALUES", {"features": OTHER_WIDTH})
     with pytest.raises(ManifestError, match="has no statistics of the training data"):
         load_dir(data)
 

@@ -16,11 +16,12 @@ from {{ cookiecutter.package_name }}.data import (
     make_plan,
     worker_batches,
 )
+from {{ cookiecutter.package_name }}.record_format import parse_batch
 from {{ cookiecutter.package_name }}.sources import RecordSource, load_sources, make_data
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, parse_batch, sample_examples
+from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, sample_examples
 {%- else %}
-from {{ cookiecutter.package_name }}.task import NUM_FEATURES, parse_batch, sample_examples
+from {{ cookiecutter.package_name }}.task import NUM_FEATURES, sample_examples
 {%- endif %}
 from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split
 

@@ -13,12 +13,8 @@ as in training.
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.task import (
-    LABEL_SHAPE,
-    METRIC_NAME,
-    per_example_loss,
-    per_example_metric,
-)
+from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE
+from {{ cookiecutter.package_name }}.task import METRIC_NAME, per_example_loss, per_example_metric
 
 SUM = tf.distribute.ReduceOp.SUM
 

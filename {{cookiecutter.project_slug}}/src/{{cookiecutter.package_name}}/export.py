@@ -22,12 +22,8 @@ from {{ cookiecutter.package_name }}.compat import save_for_serving
 {%- if cookiecutter.mixed_precision != "no" %}
 from {{ cookiecutter.package_name }}.precision import set_precision_policy
 {%- endif %}
-from {{ cookiecutter.package_name }}.task import (
-    SERVING_INPUT,
-    build_model,
-    serving_inputs,
-    serving_outputs,
-)
+from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT, serving_inputs
+from {{ cookiecutter.package_name }}.task import build_model, serving_outputs
 
 log = logging.getLogger(__name__)
 

@@ -43,11 +43,13 @@ import random
 {% endif %}import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, manifest
-from {{ cookiecutter.package_name }}.startup import start_conversion_process
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.task import NUM_CLASSES, encode
+from {{ cookiecutter.package_name }}.record_format import encode
+from {{ cookiecutter.package_name }}.startup import start_conversion_process
+from {{ cookiecutter.package_name }}.task import NUM_CLASSES
 {%- else %}
-from {{ cookiecutter.package_name }}.task import check_labels, encode, example_from_csv
+from {{ cookiecutter.package_name }}.record_format import check_labels, encode, example_from_csv
+from {{ cookiecutter.package_name }}.startup import start_conversion_process
 {%- endif %}
 from {{ cookiecutter.package_name }}.tfrecords import shard_name
 {%- if cookiecutter.task == "image" %}

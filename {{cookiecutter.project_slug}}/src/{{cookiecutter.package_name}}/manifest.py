@@ -30,26 +30,17 @@ from {{ cookiecutter.package_name }} import (
     statistics,
     write_atomically,
 )
+from {{ cookiecutter.package_name }}.record_format import (
+    FORMAT,
 {%- if cookiecutter.task == "tabular" %}
-from {{ cookiecutter.package_name }}.task import (
-    FORMAT,
-    INPUT_SHAPE,
-    LABEL_SHAPE,
-    check_labels,
-    describe_batch,
-    parse_batch,
-    statistics_from,
-)
-{%- else %}
-from {{ cookiecutter.package_name }}.task import (
-    FORMAT,
-    LABEL_SHAPE,
-    check_labels,
-    describe_batch,
-    parse_batch,
-    statistics_from,
-)
+    INPUT_VALUES,
 {%- endif %}
+    LABEL_SHAPE,
+    check_labels,
+    describe_batch,
+    parse_batch,
+)
+from {{ cookiecutter.package_name }}.task import statistics_from
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.task import encode
+from {{ cookiecutter.package_name }}.record_format import encode
 
 
 def shard_name(split, index, num_files):

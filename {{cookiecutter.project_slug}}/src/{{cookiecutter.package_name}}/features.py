@@ -1,0 +1,246 @@
+"""The task's record, declared once: each field's name, what it holds, which
+field is the label and which fields the model takes.
+
+task.py declares it (TFDS's FeaturesDict, trimmed to what training needs):
+
+    FEATURES = features.Record(
+        {
+            "features": features.Tensor(shape=(20,)),
+            "label": features.ClassLabel(num_classes=4),
+        },
+        label="label",
+    )
+
+and the framework derives from it what a record format needs (record_format.py
+picks the task's own function where it defines one instead): writing a record
+(`encode`), parsing a batch of them (`parse`), what `index` checks and counts
+(`describe`), a CSV row's conversion (`from_csv`), the serving signature
+(`serving_input`) and the format's description the manifest keeps.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+
+class Tensor:
+    """Numbers of a fixed shape (`()`: one number): float32, int32 or int64.
+    Stored as a float or int64 list; parsed back to `dtype`."""
+
+    def __init__(self, shape=(), dtype="float32"):
+        if dtype not in ("float32", "int32", "int64"):
+            raise ValueError(f"Tensor dtype {dtype!r} is not float32, int32 or int64")
+        self.shape, self.dtype = tuple(shape), tf.as_dtype(dtype)
+        self.size = math.prod(self.shape)
+
+    def stored(self):
+        return tf.float32 if self.dtype.is_floating else tf.int64
+
+    def feature(self, value):
+        values = np.asarray(value).reshape(-1)
+        if self.dtype.is_floating:
+            return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.astype(np.int64)))
+
+    def parsed(self, tensor):
+        return tf.cast(tensor, self.dtype)
+
+    def from_text(self, cells):
+        """The values CSV cells hold ((where, text) pairs): one a cell, or all of
+        them in one cell separated by spaces ("0 1 1 0 0"); or a ValueError
+        naming where the cell is."""
+        if len(cells) == 1 and self.size != 1:
+            where, text = cells[0]
+            cells = [(where, part) for part in text.split()]
+            if len(cells) != self.size:
+                raise ValueError(f"{text!r} in {where} holds {len(cells)} values, not {self.size}")
+        values = [number(text, where) for where, text in cells]
+        for (where, text), value in zip(cells, values, strict=True):
+            if self.dtype.is_integer and not value.is_integer():
+                raise ValueError(f"{text!r} in {where} is not a whole number")
+        return np.array(values, self.dtype.as_numpy_dtype).reshape(self.shape)
+
+    def describe(self):
+        """Its type, and [N] for a vector (`index` checks the length)."""
+        return f"{self.stored().name}{'[N]' if self.shape else ''}"
+
+
+class ClassLabel(Tensor):
+    """A class index in 0..num_classes - 1 (int32, stored as int64)."""
+
+    def __init__(self, num_classes):
+        super().__init__((), "int32")
+        self.num_classes = num_classes
+
+    def from_text(self, cells):
+        """The number a CSV cell holds, as it is: `check` says whether it is a class."""
+        where, text = cells[0]
+        return np.float64(number(text, where))
+
+    def check(self, low, high):
+        """Why labels from `low` to `high` cannot train, or None."""
+        for label in (low, high):
+            if not float(label).is_integer() or not 0 <= label < self.num_classes:
+                return (
+                    f"label {label:g} is not a class in 0..{self.num_classes - 1} - fix the"
+                    " labels, or the ClassLabel's class count in task.py (on a GPU,"
+                    " cross-entropy gives NaN or garbage for such a label, not an error)"
+                )
+        return None
+
+
+class Text:
+    """One string an example (raw text, a category), stored as bytes."""
+
+    shape, size, dtype = (), 1, tf.string
+
+    def stored(self):
+        return tf.string
+
+    def feature(self, value):
+        if isinstance(value, np.ndarray):
+            value = value.item()
+        text = value if isinstance(value, bytes) else str(value).encode()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
+
+    def parsed(self, tensor):
+        return tensor
+
+    def from_text(self, cells):
+        return np.array(cells[0][1], object)
+
+    def describe(self):
+        return "bytes"
+
+
+class Record:
+    """A record's fields by name: the label's, the model's inputs (by default
+    every other field, in the order given) and any the model does not take."""
+
+    def __init__(self, fields, label, inputs=None):
+        self.fields = dict(fields)
+        if label not in self.fields:
+            raise ValueError(f"label {label!r} is not one of the fields {list(self.fields)}")
+        self.label_name, self.label = label, self.fields[label]
+        if isinstance(self.label, Text):
+            raise ValueError(f"label {label!r} is Text: declare a ClassLabel or a Tensor")
+        names = inputs if inputs is not None else [n for n in self.fields if n != label]
+        unknown = [name for name in names if name not in self.fields or name == label]
+        if unknown or not names:
+            raise ValueError(f"inputs {list(names)} must be fields other than the label")
+        self.inputs = {name: self.fields[name] for name in names}
+
+    @property
+    def label_shape(self):
+        return self.label.shape
+
+    @property
+    def description(self):
+        """What the manifest records as the format its counts and checks are about."""
+        fields = ", ".join(f"{name} {field.describe()}" for name, field in self.fields.items())
+        return f"tf.train.Example: {fields}"
+
+    def model_inputs(self, by_name):
+        """One input: its value alone; several: the dict by name (as Keras takes them)."""
+        if len(self.inputs) == 1:
+            return by_name[next(iter(self.inputs))]
+        return {name: by_name[name] for name in self.inputs}
+
+    def inputs_by_name(self, inputs):
+        if len(self.inputs) == 1:
+            return {next(iter(self.inputs)): inputs}
+        return inputs
+
+    def encode(self, inputs, label):
+        """One example's inputs (an array, or a dict of them) and label -> a record."""
+        values = {**self.inputs_by_name(inputs), self.label_name: label}
+        missing = [name for name in self.fields if name not in values]
+        if missing:
+            raise ValueError(f"no value for the field(s) {missing} of task.py's FEATURES")
+        feature = {name: field.feature(values[name]) for name, field in self.fields.items()}
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        return example.SerializeToString()
+
+    def parse(self, records):
+        """A batch of serialized records -> (model inputs, labels), one
+        parse_example call for the batch."""
+        parsed = tf.io.parse_example(
+            records,
+            {
+                name: tf.io.FixedLenFeature(field.shape, field.stored())
+                for name, field in {**self.inputs, self.label_name: self.label}.items()
+            },
+        )
+        by_name = {name: field.parsed(parsed[name]) for name, field in self.inputs.items()}
+        return self.model_inputs(by_name), self.label.parsed(parsed[self.label_name])
+
+    def describe_batch(self, records):
+        """What `index` learns from a batch of records, whatever they hold: each
+        record's count of values in each input field, its count of label values,
+        and the labels."""
+        parsed = tf.io.parse_example(
+            records,
+            {
+                name: tf.io.RaggedFeature(field.stored())
+                for name, field in {**self.inputs, self.label_name: self.label}.items()
+            },
+        )
+        counts = tf.stack([parsed[name].row_lengths() for name in self.inputs], axis=1)
+        labels = parsed[self.label_name]
+        return counts, labels.row_lengths(), labels.flat_values
+
+    @property
+    def input_sizes(self):
+        """The count of values of each input field a record holds, in order."""
+        return tuple(field.size for field in self.inputs.values())
+
+    def check_labels(self, low, high):
+        """Why labels from `low` to `high` cannot train (a ClassLabel's check), or None."""
+        return self.label.check(low, high) if isinstance(self.label, ClassLabel) else None
+
+    def from_csv(self, columns, label):
+        """One CSV row ({name: text} of every column but the label's) -> (inputs,
+        label) for encode, or a ValueError naming what it cannot take.
+
+        A column named after an input field goes to it; the other columns, in
+        the file's order, fill the one input field that no column is named
+        after (the sample's 20 feature columns go to its 'features')."""
+        unnamed = [name for name in self.inputs if name not in columns]
+        rest = [(name, text) for name, text in columns.items() if name not in self.inputs]
+        if len(unnamed) > 1:
+            raise ValueError(
+                f"no column named {unnamed[0]!r} or {unnamed[1]!r} - name each input"
+                " field's column after it, but one"
+            )
+        if unnamed and len(rest) != self.inputs[unnamed[0]].size:
+            raise ValueError(
+                f"{len(rest)} columns for {unnamed[0]!r}, which holds"
+                f" {self.inputs[unnamed[0]].size} values (task.py's FEATURES) - change its"
+                " shape, or drop columns"
+            )
+        by_name = {}
+        for name, field in self.inputs.items():
+            texts = rest if name in unnamed else [(name, columns[name])]
+            by_name[name] = field.from_text([(f"column {c!r}", text) for c, text in texts])
+        return self.model_inputs(by_name), self.label.from_text([("the label", label)])
+
+    def serving_input(self):
+        """The serving signature's input: what a client sends, a batch of inputs."""
+        specs = {
+            name: tf.TensorSpec([None, *field.shape], field.dtype, name=name)
+            for name, field in self.inputs.items()
+        }
+        return self.model_inputs(specs)
+
+
+def number(text, where):
+    """The finite number a CSV cell holds, or a ValueError saying `where` it is."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} in {where} is not a number") from None
+    # float() takes "nan" and "inf": a model normalized with them trains on NaN.
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} in {where} is not a finite number")
+    return value

@@ -1,0 +1,145 @@
+"""A record declared once (features.py): what the framework derives from it
+round-trips every kind of field, and says in one line what it cannot take."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from {{ cookiecutter.package_name }} import features
+
+# Every kind of field, a multi-value label and a field the model does not take.
+RECORD = features.Record(
+    {
+        "numbers": features.Tensor(shape=(2, 3), dtype="float32"),
+        "ids": features.Tensor(shape=(4,), dtype="int32"),
+        "city": features.Text(),
+        "note": features.Text(),
+        "tags": features.Tensor(shape=(3,), dtype="int64"),
+    },
+    label="tags",
+    inputs=["numbers", "ids", "city"],
+)
+EXAMPLES = [
+    (
+        {
+            "numbers": np.arange(6, dtype="float32").reshape(2, 3) / (index + 1),
+            "ids": np.array([index, 1, 2, 3], "int32"),
+            "city": ["Lyon", "Oslo", "Zürich"][index],
+            "note": "left out",
+        },
+        np.array([index % 2, 1, 0]),
+    )
+    for index in range(3)
+]
+
+
+def records(examples=EXAMPLES):
+    return tf.constant([RECORD.encode(inputs, label) for inputs, label in examples])
+
+
+def test_a_batch_parses_back_to_each_input_in_its_dtype_and_shape():
+    inputs, labels = RECORD.parse(records())
+    assert list(inputs) == ["numbers", "ids", "city"]  # the model's, in order
+    assert inputs["numbers"].dtype == tf.float32 and inputs["numbers"].shape == (3, 2, 3)
+    assert inputs["ids"].dtype == tf.int32 and inputs["ids"].shape == (3, 4)
+    assert inputs["city"].dtype == tf.string and inputs["city"].shape == (3,)
+    assert labels.dtype == tf.int64 and labels.shape == (3, 3)
+    for index, (example, label) in enumerate(EXAMPLES):
+        np.testing.assert_array_equal(inputs["numbers"][index], example["numbers"])
+        np.testing.assert_array_equal(inputs["ids"][index], example["ids"])
+        assert inputs["city"][index].numpy().decode() == example["city"]
+        np.testing.assert_array_equal(labels[index], label)
+
+
+def test_one_input_is_its_tensor_not_a_dict_and_a_class_label_is_int32():
+    record = features.Record(
+        {"x": features.Tensor(shape=(2,)), "y": features.ClassLabel(3)}, label="y"
+    )
+    inputs, labels = record.parse(tf.constant([record.encode(np.array([1.0, 2.0]), 2)]))
+    np.testing.assert_array_equal(inputs, [[1.0, 2.0]])
+    assert labels.dtype == tf.int32 and labels.numpy().tolist() == [2]
+    assert record.serving_input() == tf.TensorSpec([None, 2], tf.float32, name="x")
+    assert record.description == "tf.train.Example: x float32[N], y int64"
+    assert record.label_shape == ()
+
+
+def test_index_counts_each_inputs_values_and_the_labels():
+    shorter = ({**EXAMPLES[0][0], "ids": np.array([1, 2], "int32")}, EXAMPLES[0][1])
+    counts, label_counts, labels = RECORD.describe_batch(records([*EXAMPLES[:2], shorter]))
+    assert counts.numpy().tolist() == [[6, 4, 1], [6, 4, 1], [6, 2, 1]]
+    assert label_counts.numpy().tolist() == [3, 3, 3]
+    assert labels.numpy().tolist() == [0, 1, 0, 1, 1, 0, 0, 1, 0]
+    assert RECORD.input_sizes == (6, 4, 1)
+
+
+def test_the_serving_input_is_the_models_inputs_by_name():
+    specs = RECORD.serving_input()
+    assert specs == {
+        "numbers": tf.TensorSpec([None, 2, 3], tf.float32, name="numbers"),
+        "ids": tf.TensorSpec([None, 4], tf.int32, name="ids"),
+        "city": tf.TensorSpec([None], tf.string, name="city"),
+    }
+
+
+def test_a_csv_row_fills_named_fields_and_the_one_left_in_column_order():
+    record = features.Record(
+        {
+            "numbers": features.Tensor(shape=(3,)),
+            "city": features.Text(),
+            "label": features.ClassLabel(4),
+        },
+        label="label",
+    )
+    row = {"age": "31", "city": "Oslo", "income": "2.5", "visits": "7"}
+    inputs, label = record.from_csv(row, "3")
+    np.testing.assert_array_equal(inputs["numbers"], [31.0, 2.5, 7.0])
+    assert inputs["city"] == "Oslo" and label == 3
+    with pytest.raises(ValueError, match=r"^2 columns for 'numbers', which holds 3 values"):
+        record.from_csv({"age": "31", "city": "Oslo", "visits": "7"}, "3")
+    with pytest.raises(ValueError, match=r"^'n/a' in column 'income' is not a number$"):
+        record.from_csv({**row, "income": "n/a"}, "3")
+    with pytest.raises(ValueError, match=r"^'nan' in column 'age' is not a finite number$"):
+        record.from_csv({**row, "age": "nan"}, "3")
+    assert record.check_labels(0, 3) is None
+    assert record.check_labels(0, 4).startswith("label 4 is not a class in 0..3 - fix the labels")
+
+
+def test_a_field_of_several_values_takes_one_column_of_them_separated_by_spaces():
+    record = features.Record(
+        {"tokens": features.Tensor(shape=(3,), dtype="int32"), "tags": features.Tensor((2,))},
+        label="tags",
+    )
+    tokens, tags = record.from_csv({"tokens": "4 0 17"}, "1 0")
+    assert tokens.dtype == np.int32 and tokens.tolist() == [4, 0, 17]
+    assert tags.tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match=r"^'4 0' in column 'tokens' holds 2 values, not 3$"):
+        record.from_csv({"tokens": "4 0"}, "1 0")
+    with pytest.raises(ValueError, match=r"^'2.5' in column 'tokens' is not a whole number$"):
+        record.from_csv({"tokens": "4 2.5 1"}, "1 0")
+
+
+@pytest.mark.parametrize(
+    "fields, label, inputs, message",
+    [
+        ({"x": features.Tensor()}, "y", None, r"label 'y' is not one of the fields \['x'\]"),
+        ({"x": features.Text(), "y": features.Text()}, "y", None, "label 'y' is Text"),
+        ({"x": features.Tensor()}, "x", None, r"inputs \[\] must be fields other than the label"),
+        (
+            {"x": features.Tensor(), "y": features.Tensor()},
+            "y",
+            ["z"],
+            r"inputs \['z'\] must be fields other than the label",
+        ),
+    ],
+    ids=["unknown-label", "text-label", "no-input", "unknown-input"],
+)
+def test_a_declaration_that_cannot_describe_a_record_is_refused_in_one_line(
+    fields, label, inputs, message
+):
+    with pytest.raises(ValueError, match=message):
+        features.Record(fields, label=label, inputs=inputs)
+
+
+def test_a_tensor_of_another_dtype_is_refused():
+    with pytest.raises(ValueError, match="Tensor dtype 'float64' is not float32, int32 or int64"):
+        features.Tensor(dtype="float64")
