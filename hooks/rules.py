@@ -275,6 +275,7 @@ CONDITIONAL_FILES = {
     "examples/regression_task.py": lambda o: o["task"] == "tabular",
     "examples/multilabel_task.py": lambda o: o["task"] == "tabular",
     "examples/mixed_inputs_task.py": lambda o: o["task"] == "tabular",
+    "examples/text_task.py": lambda o: o["task"] == "tabular",
     "examples/augmented_task.py": lambda o: o["task"] == "image",
     "examples/backbone_task.py": lambda o: o["task"] == "image",
     "src/PKG/mlflow_tracking.py": lambda o: o["tracking"] == "mlflow",

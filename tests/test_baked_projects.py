@@ -410,6 +410,8 @@ EXAMPLES = {
     "multilabel_task.py": SECOND_TASK,
     # Several inputs, numbers and strings (vocabularies learned), from a CSV to serving.
     "mixed_inputs_task.py": SECOND_TASK,
+    # Raw text: a vocabulary of the training split's words, an Embedding and a GRU.
+    "text_task.py": SECOND_TASK,
     # Random layers on tf_keras (its tf.random.Generator path), both loops.
     "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
     # Keras 3's Random* augmentation layers, on the image model.
@@ -432,8 +434,13 @@ TASK_AGNOSTIC_TESTS = (
     "test_randomness.py",
     "test_statistics.py",
 )
-# What an example runs besides: a CSV task's data through import-csv to train.
-EXTRA_TESTS = {"regression_task.py": ("test_importing.py",)}
+# What an example runs besides: a CSV task's data through import-csv to train, a
+# text task's strings through the record format and the pipelines.
+EXTRA_TESTS = {
+    "regression_task.py": ("test_importing.py",),
+    # Its strings through the record format, the pipeline and the declaration.
+    "text_task.py": ("test_tfrecords.py", "test_data.py", "test_features.py"),
+}
 # The multi-input example as a user runs it: a CSV of numbers and strings (and a
 # column it does not use) through import-csv, train and export, then served
 # from raw values, a city it never saw included (its vocabulary's unknown index).

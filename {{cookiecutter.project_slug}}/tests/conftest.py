@@ -7,6 +7,7 @@ here, at import time, before any test touches TensorFlow.
 import functools
 import importlib
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -143,6 +144,27 @@ STRING_INPUTS = any(
     np.asarray(values).dtype.kind in "OSU"
     for values in tf.nest.flatten(sample_examples(1, seed=0)[0])
 )
+
+
+def assert_same_statistics(found, expected, rtol=1e-9):
+    """Statistics (nested lists and numbers, or strings: a vocabulary) equal to
+    within float rounding."""
+    assert found.keys() == expected.keys()
+    for key in expected:
+        if np.asarray(expected[key]).dtype.kind in "OSU":
+            assert found[key] == expected[key], key
+        else:
+            np.testing.assert_allclose(found[key], expected[key], rtol=rtol, err_msg=key)
+
+
+def each_example(inputs, labels):
+    """A batch as [(one example's inputs, its label)]: numpy arrays or tensors,
+    the inputs one array or a dict of them (the task's)."""
+    inputs, labels = tf.nest.map_structure(np.asarray, (inputs, labels))
+    return [
+        (tf.nest.map_structure(operator.itemgetter(index), inputs), labels[index])
+        for index in range(len(labels))
+    ]
 
 
 @functools.cache
@@ -431,18 +453,22 @@ def data_dir(tmp_path_factory):
     return path
 
 
+def encoded(examples):
+    """Each example as the task's record: the same records, the same examples."""
+    return [encode(inputs, label) for inputs, label in examples]
+
+
 def write_shards(path, counts, by_label=False):
     """Training files holding the given numbers of records (and one eval file), indexed;
     `by_label`: the records written in label order, as a careless conversion would."""
-    features, labels = sample_examples(sum(counts), seed=0)
+    examples = each_example(*sample_examples(sum(counts), seed=0))
     if by_label:
-        order = np.argsort(labels, kind="stable")
-        features, labels = features[order], labels[order]
+        examples.sort(key=lambda example: example[1].tolist())  # stable: in label order
     ends = np.cumsum(counts)
     for number, (start, end) in enumerate(zip(ends - counts, ends, strict=True)):
         with tf.io.TFRecordWriter(str(path / shard_name("train", number, len(counts)))) as writer:
-            for row, label in zip(features[start:end], labels[start:end], strict=True):
-                writer.write(encode(row, label))
+            for record in encoded(examples[start:end]):
+                writer.write(record)
     write_split(path, "eval", *sample_examples(10, seed=1), num_files=1)
     index(str(path))
 {%- if cookiecutter.task == "image" %}

@@ -9,24 +9,13 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import LOOPS
+from conftest import LOOPS, assert_same_statistics
 
 from {{ cookiecutter.package_name }} import statistics, task
 from {{ cookiecutter.package_name }}.data import ArraySource
 from {{ cookiecutter.package_name }}.export import trained_model
 from {{ cookiecutter.package_name }}.task import sample_examples
 from {{ cookiecutter.package_name }}.training import plan_run, train
-
-
-def assert_same(found, expected, rtol=1e-9):
-    """Statistics (nested lists and numbers, or strings: a vocabulary) equal to
-    within float rounding."""
-    assert found.keys() == expected.keys()
-    for key in expected:
-        if np.asarray(expected[key]).dtype.kind in "OSU":
-            assert found[key] == expected[key], key
-        else:
-            np.testing.assert_allclose(found[key], expected[key], rtol=rtol, err_msg=key)
 
 
 def test_the_sums_do_not_depend_on_how_the_data_is_batched():
@@ -36,12 +25,12 @@ def test_the_sums_do_not_depend_on_how_the_data_is_batched():
     batched = statistics.summarize(
         (rows(inputs, i, i + 7), labels[i : i + 7]) for i in range(0, 300, 7)
     )
-    assert_same(task.statistics_from(batched), whole)
-    assert_same(source.statistics(), whole)
+    assert_same_statistics(task.statistics_from(batched), whole)
+    assert_same_statistics(source.statistics(), whole)
     # A summary of only part of the data is a different one: the check can fail.
     part = task.statistics_from(statistics.summarize([(rows(inputs, 0, 100), labels[:100])]))
     with pytest.raises(AssertionError):
-        assert_same(part, whole)
+        assert_same_statistics(part, whole)
 
 
 def rows(inputs, start, end):
@@ -80,7 +69,7 @@ def test_a_run_stores_its_statistics_and_its_later_starts_and_export_use_those(
     path = os.path.join(config.model_dir, statistics.STATISTICS_NAME)
     with open(path) as handle:
         stored = json.load(handle)
-    assert_same(stored, expected, rtol=0)
+    assert_same_statistics(stored, expected, rtol=0)
 
     # The run's statistics, not the data's (which may have changed since): the
     # resumed run and the export build with what the file says, and asking the
@@ -100,7 +89,7 @@ def test_a_run_stores_its_statistics_and_its_later_starts_and_export_use_those(
     trained_model(config.model_dir)
     assert len(builds) == 2
     for learned in builds:
-        assert_same(learned, doubled(stored), rtol=0)
+        assert_same_statistics(learned, doubled(stored), rtol=0)
 
 
 def test_export_without_the_runs_statistics_names_the_file(one_device, sgd_config):
@@ -125,7 +114,7 @@ def test_a_fresh_run_takes_the_datas_statistics_over_an_earlier_runs(one_device,
     shutil.rmtree(os.path.join(config.model_dir, "checkpoints"))
     train(config, one_device)
     with open(path) as handle:  # what the resumes and the export build with
-        assert_same(json.load(handle), expected, rtol=0)
+        assert_same_statistics(json.load(handle), expected, rtol=0)
 
 
 def test_statistics_that_are_not_finite_are_refused_in_one_line(tmp_path):
