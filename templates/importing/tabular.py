@@ -238,8 +238,9 @@ def header_label_index(path, header, label_column):
 
 
 def example_of(path, line, header, row, label_at):
-    """(inputs, label) of one CSV row, as task.example_from_csv makes them and
-    task.check_labels takes them, or a one-line error naming its line."""
+    """(inputs, label) of one CSV row, as the task's format makes them
+    (record_format.example_from_csv) and its label check takes them, or a
+    one-line error naming its line."""
     if len(row) != len(header):
         raise ConversionError(
             f"{path} line {line} has {len(row)} fields, the header {len(header)} - fix that row"
@@ -256,7 +257,7 @@ def example_of(path, line, header, row, label_at):
         if value.dtype.kind == "f" and not np.isfinite(value).all():
             raise ConversionError(
                 f"{path} line {line}: a value that is not finite (nan or inf) in what"
-                " task.example_from_csv made of it - fix that row, or refuse it there"
+                " the task made of it - fix that row"
             )
     values = np.asarray(label)
     problem = check_labels(values.min().item(), values.max().item())

@@ -2,8 +2,9 @@
 strings in, as most users' first model of their own is.
 
 Copy it over `src/{{ cookiecutter.package_name }}/task.py` and the project trains it: the
-framework and the project's tests run unchanged (the template's own tests do
-exactly that), and `import-csv` takes a CSV of a `text` column and a label.
+framework and the project's equivalence, resume, evaluation, export, doctor,
+data and record-format tests run unchanged (the template's own tests do exactly
+that), and `import-csv` takes a CSV of a `text` column and a label.
 What differs from the sample classifier: one `Text` input (a string per
 example, in a record and from a client alike); a vocabulary of the training
 split's words alone (its statistics: `summarize_batch` counts words, and a word

@@ -5,19 +5,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import TrainerError, features
 
-# Every kind of field, a multi-value label and a field the model does not take.
+# Every kind of field, and a multi-value label.
 RECORD = features.Record(
     {
         "numbers": features.Tensor(shape=(2, 3), dtype="float32"),
         "ids": features.Tensor(shape=(4,), dtype="int32"),
         "city": features.Text(),
-        "note": features.Text(),
         "tags": features.Tensor(shape=(3,), dtype="int64"),
     },
     label="tags",
-    inputs=["numbers", "ids", "city"],
 )
 EXAMPLES = [
     (
@@ -25,7 +23,6 @@ EXAMPLES = [
             "numbers": np.arange(6, dtype="float32").reshape(2, 3) / (index + 1),
             "ids": np.array([index, 1, 2, 3], "int32"),
             "city": ["Lyon", "Oslo", "Zürich"][index],
-            "note": "left out",
         },
         np.array([index % 2, 1, 0]),
     )
@@ -116,30 +113,51 @@ def test_a_field_of_several_values_takes_one_column_of_them_separated_by_spaces(
         record.from_csv({"tokens": "4 0"}, "1 0")
     with pytest.raises(ValueError, match=r"^'2.5' in column 'tokens' is not a whole number$"):
         record.from_csv({"tokens": "4 2.5 1"}, "1 0")
+    assert record.from_csv({"tokens": "4.0 0 17"}, "1 0")[0].tolist() == [4, 0, 17]
+    with pytest.raises(ValueError, match=r"^'3000000000' in column 'tokens' is out of int32's"):
+        record.from_csv({"tokens": "4 3000000000 1"}, "1 0")
+    with pytest.raises(ValueError, match=r"^'1e39' in the label is out of float32's range$"):
+        record.from_csv({"tokens": "4 0 17"}, "1 1e39")
+
+
+def test_a_text_field_takes_one_string_not_anything_it_could_print():
+    record = features.Record({"text": features.Text(), "y": features.ClassLabel(2)}, label="y")
+    texts, _ = record.parse(tf.constant([record.encode("café", 1), record.encode(b"tea", 0)]))
+    assert texts.numpy().tolist() == ["café".encode(), b"tea"]
+    with pytest.raises(ValueError, match="a Text field takes one string, not dict"):
+        record.encode({"text": "hello"}, 1)
 
 
 @pytest.mark.parametrize(
-    "fields, label, inputs, message",
+    "fields, label, message",
     [
-        ({"x": features.Tensor()}, "y", None, r"label 'y' is not one of the fields \['x'\]"),
-        ({"x": features.Text(), "y": features.Text()}, "y", None, "label 'y' is Text"),
-        ({"x": features.Tensor()}, "x", None, r"inputs \[\] must be fields other than the label"),
+        ({"x": features.Tensor()}, "y", r"label 'y' is not one of the fields \['x'\] of task"),
+        ({"x": features.Text(), "y": features.Text()}, "y", "label 'y' in task.py's .* is Text"),
+        ({"x": features.Tensor()}, "x", "FEATURES has no field but the label - add the inputs"),
         (
-            {"x": features.Tensor(), "y": features.Tensor()},
+            {"x": features.ClassLabel(3), "y": features.Tensor()},
             "y",
-            ["z"],
-            r"inputs \['z'\] must be fields other than the label",
+            r"input 'x' in .* is a ClassLabel - declare .* as Tensor\(dtype='int32'\)",
         ),
     ],
-    ids=["unknown-label", "text-label", "no-input", "unknown-input"],
+    ids=["unknown-label", "text-label", "no-input", "class-label-input"],
 )
-def test_a_declaration_that_cannot_describe_a_record_is_refused_in_one_line(
-    fields, label, inputs, message
-):
-    with pytest.raises(ValueError, match=message):
-        features.Record(fields, label=label, inputs=inputs)
+def test_a_declaration_that_cannot_describe_a_record_is_refused_in_one_line(fields, label, message):
+    with pytest.raises(features.DeclarationError, match=message):
+        features.Record(fields, label=label)
 
 
-def test_a_tensor_of_another_dtype_is_refused():
-    with pytest.raises(ValueError, match="Tensor dtype 'float64' is not float32, int32 or int64"):
-        features.Tensor(dtype="float64")
+@pytest.mark.parametrize(
+    "shape, dtype, message",
+    [
+        ((), "float64", "Tensor dtype 'float64' in task.py's FEATURES is not float32, int32"),
+        ((None,), "int32", r"Tensor shape \(None,\) in .* is not fixed: give each dimension"),
+        ((-1,), "int32", r"Tensor shape \(-1,\) in .* is not fixed"),
+    ],
+    ids=["float64", "variable-length", "negative"],
+)
+def test_a_tensor_the_record_cannot_hold_is_refused_in_one_line(shape, dtype, message):
+    with pytest.raises(features.DeclarationError, match=message):
+        features.Tensor(shape, dtype)
+    # One line of the project's own errors, as every command prints them.
+    assert issubclass(features.DeclarationError, TrainerError)

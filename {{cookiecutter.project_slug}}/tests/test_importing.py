@@ -175,11 +175,19 @@ import pytest
 import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import importing
+from {{ cookiecutter.package_name }}.features import Tensor
 from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, in_label_order
-from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE, check_labels, parse_batch
-from {{ cookiecutter.package_name }}.task import NUM_FEATURES, sample_examples
+from {{ cookiecutter.package_name }}.record_format import FEATURES, LABEL_SHAPE, check_labels, parse_batch
+from {{ cookiecutter.package_name }}.task import sample_examples
 
+# These tests write the CSV of a task whose one input is numbers (the sample's,
+# the regression's, the multi-label's): a column a number, and the label's.
+[(INPUT, FIELD)] = FEATURES.inputs.items() if len(FEATURES.inputs) == 1 else [(None, None)]
+pytestmark = pytest.mark.skipif(
+    not isinstance(FIELD, Tensor), reason="the task's input is not one of numbers"
+)
+NUM_FEATURES = FIELD.size if isinstance(FIELD, Tensor) else 0
 HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
 # A finite scalar label the task refuses (a classifier's: a class it does not
 # have), if any.
@@ -395,7 +403,7 @@ def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
         labels,
         header=[*HEADER[:-1], "extra", "label"],
     )
-    too_many = rf"line 2: {NUM_FEATURES + 1} columns for 'features', which holds {NUM_FEATURES}"
+    too_many = rf"line 2: {NUM_FEATURES + 1} columns for '{INPUT}', which holds {NUM_FEATURES}"
     with pytest.raises(ConversionError, match=too_many):
         import_csv(str(tmp_path / "data"), [wide], [wide])
     with pytest.raises(ConversionError, match=r"has no column 'class' \(its columns: f0, f1"):

@@ -118,6 +118,7 @@ def test_make_data_writes_a_manifest_of_every_shard(data):
     assert first["records"] == 20
     assert first["bytes"] == (data / first["file"]).stat().st_size
     assert first["feature_shape"] == list(SHAPE)
+    assert first["label_min"] <= first["label_max"]
     assert check_labels(first["label_min"], first["label_max"]) is None
     assert written["splits"]["eval"]["records"] == 10
 

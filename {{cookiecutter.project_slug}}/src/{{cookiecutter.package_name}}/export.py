@@ -1,8 +1,9 @@
 """Export for serving: the trained model as a TensorFlow SavedModel in the
 versioned layout TensorFlow Serving loads (`<export-dir>/<version>/`).
 
-The `serving_default` signature takes what a client sends (task.SERVING_INPUT,
-turned into model inputs inside the graph by task.serving_inputs) and returns
+The `serving_default` signature takes what a client sends (the model's inputs
+as the task declares them, record_format.SERVING_INPUT, turned into model
+inputs inside the graph by record_format.serving_inputs) and returns
 what task.serving_outputs makes of the model's float32 outputs (for a
 classifier, `logits` and class `probabilities`). Loading it needs TensorFlow only:
 no Keras, no code of this project.
@@ -62,7 +63,7 @@ def trained_model(model_dir):
 
 
 def serving_function(model):
-    """What a client sends (task.SERVING_INPUT) -> task.serving_outputs (float32)."""
+    """What a client sends (SERVING_INPUT) -> task.serving_outputs (float32)."""
 
     @tf.function(input_signature=[SERVING_INPUT])
     def serve(received):

@@ -1,7 +1,8 @@
 """The task's record, declared once: each field's name, what it holds, which
 field is the label and which fields the model takes.
 
-task.py declares it (TFDS's FeaturesDict, trimmed to what training needs):
+task.py declares it (TFDS's FeaturesDict, trimmed to what training needs;
+every field but the label is an input of the model):
 
     FEATURES = features.Record(
         {
@@ -23,6 +24,12 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from {{ cookiecutter.package_name }} import TrainerError
+
+
+class DeclarationError(TrainerError, ValueError):
+    """A FEATURES declaration that cannot describe a record (task.py's import stops)."""
+
 
 class Tensor:
     """Numbers of a fixed shape (`()`: one number): float32, int32 or int64.
@@ -30,7 +37,14 @@ class Tensor:
 
     def __init__(self, shape=(), dtype="float32"):
         if dtype not in ("float32", "int32", "int64"):
-            raise ValueError(f"Tensor dtype {dtype!r} is not float32, int32 or int64")
+            raise DeclarationError(
+                f"Tensor dtype {dtype!r} in task.py's FEATURES is not float32, int32 or int64"
+            )
+        if not all(isinstance(size, int) and size > 0 for size in shape):
+            raise DeclarationError(
+                f"Tensor shape {tuple(shape)} in task.py's FEATURES is not fixed: give each"
+                " dimension a size (pad or cut variable-length values to it)"
+            )
         self.shape, self.dtype = tuple(shape), tf.as_dtype(dtype)
         self.size = math.prod(self.shape)
 
@@ -55,10 +69,13 @@ class Tensor:
             cells = [(where, part) for part in text.split()]
             if len(cells) != self.size:
                 raise ValueError(f"{text!r} in {where} holds {len(cells)} values, not {self.size}")
-        values = [number(text, where) for where, text in cells]
-        for (where, text), value in zip(cells, values, strict=True):
-            if self.dtype.is_integer and not value.is_integer():
-                raise ValueError(f"{text!r} in {where} is not a whole number")
+        if self.dtype.is_integer:
+            values = [whole_number(text, where, self.dtype) for where, text in cells]
+        else:
+            values = [number(text, where) for where, text in cells]
+            for (where, text), value in zip(cells, values, strict=True):
+                if abs(value) > self.dtype.max:
+                    raise ValueError(f"{text!r} in {where} is out of float32's range")
         return np.array(values, self.dtype.as_numpy_dtype).reshape(self.shape)
 
     def describe(self):
@@ -99,9 +116,11 @@ class Text:
         return tf.string
 
     def feature(self, value):
-        if isinstance(value, np.ndarray):
+        if isinstance(value, np.ndarray) and value.shape == ():
             value = value.item()
-        text = value if isinstance(value, bytes) else str(value).encode()
+        if not isinstance(value, (str, bytes)):
+            raise ValueError(f"a Text field takes one string, not {type(value).__name__}")
+        text = value if isinstance(value, bytes) else value.encode()
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[text]))
 
     def parsed(self, tensor):
@@ -115,21 +134,30 @@ class Text:
 
 
 class Record:
-    """A record's fields by name: the label's, the model's inputs (by default
-    every other field, in the order given) and any the model does not take."""
+    """A record's fields by name: the label's, and the model's inputs (every
+    other field, in the order given)."""
 
-    def __init__(self, fields, label, inputs=None):
+    def __init__(self, fields, label):
         self.fields = dict(fields)
         if label not in self.fields:
-            raise ValueError(f"label {label!r} is not one of the fields {list(self.fields)}")
+            raise DeclarationError(
+                f"label {label!r} is not one of the fields {list(self.fields)} of task.py's"
+                " FEATURES - name the label's field"
+            )
         self.label_name, self.label = label, self.fields[label]
         if isinstance(self.label, Text):
-            raise ValueError(f"label {label!r} is Text: declare a ClassLabel or a Tensor")
-        names = inputs if inputs is not None else [n for n in self.fields if n != label]
-        unknown = [name for name in names if name not in self.fields or name == label]
-        if unknown or not names:
-            raise ValueError(f"inputs {list(names)} must be fields other than the label")
-        self.inputs = {name: self.fields[name] for name in names}
+            raise DeclarationError(
+                f"label {label!r} in task.py's FEATURES is Text - declare a ClassLabel or a Tensor"
+            )
+        self.inputs = {name: field for name, field in self.fields.items() if name != label}
+        if not self.inputs:
+            raise DeclarationError("task.py's FEATURES has no field but the label - add the inputs")
+        classes = [name for name, field in self.inputs.items() if isinstance(field, ClassLabel)]
+        if classes:
+            raise DeclarationError(
+                f"input {classes[0]!r} in task.py's FEATURES is a ClassLabel - declare an input"
+                " of class indices as Tensor(dtype='int32')"
+            )
 
     @property
     def label_shape(self):
@@ -232,6 +260,22 @@ class Record:
             for name, field in self.inputs.items()
         }
         return self.model_inputs(specs)
+
+
+def whole_number(text, where, dtype):
+    """The integer a CSV cell holds ("7", or "7.0" as some exports write it),
+    within `dtype`'s range, or a ValueError."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = number(text, where)
+        # Beyond 2**53 a float no longer holds every integer: the id would change.
+        if not value.is_integer() or abs(value) > 2**53:
+            raise ValueError(f"{text!r} in {where} is not a whole number") from None
+        value = int(value)
+    if not dtype.min <= value <= dtype.max:
+        raise ValueError(f"{text!r} in {where} is out of {dtype.name}'s range")
+    return value
 
 
 def number(text, where):

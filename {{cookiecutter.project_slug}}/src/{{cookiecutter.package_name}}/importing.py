@@ -1,7 +1,7 @@
 {%- if cookiecutter.task == "image" -%}
 """Images as they come: a class-per-folder tree (the `image_dataset_from_directory`
 layout: one folder per class, classes in name order) -> shards in the task's
-record format (task.encode), and their manifest.
+record format (record_format.py), and their manifest.
 
 The files are shuffled (seeded) before they are dealt to the shards, so every
 shard holds every class. Each shard is written by its own process, --workers at
@@ -9,14 +9,14 @@ a time, under a hidden name, and all are renamed once every one is done: a file
 that does not decode is named in one line as soon as it is found (the shards not
 yet started are not written), and no shard is left behind.
 {%- else -%}
-"""CSV files as they come -> shards in the task's record format (task.encode),
+"""CSV files as they come -> shards in the task's record format (record_format.py),
 and their manifest.
 
 A header row names the columns: `--label-column` holds the label, and
-task.example_from_csv makes each row's columns into the task's example (the
+the task's FEATURES make each row's columns into its example (the
 sample task: every other column a number, a feature, in header order); a
 number that is not finite, a row the task does not take and a label that
-task.check_labels refuses are named with their file and line. The rows
+the task's label check refuses are named with their file and line. The rows
 are shuffled (seeded) and dealt into shards (import_csv), each written by its
 own process, --workers at a time, under a hidden name; all are renamed once
 every one is done: a bad row is named in one line and no shard is left behind.

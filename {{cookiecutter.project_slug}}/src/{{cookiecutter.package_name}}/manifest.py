@@ -249,8 +249,8 @@ def index_file(path):
             if wrong:
                 raise ManifestError(
                     f"{path} has a record with {wrong[0]} label values, the task takes"
-                    f" {LABEL_VALUES} (LABEL_SHAPE {list(LABEL_SHAPE)} in task.py) - fix the"
-                    " data (see task.encode), or LABEL_SHAPE"
+                    f" {LABEL_VALUES} (a label of shape {list(LABEL_SHAPE)}, task.py) - fix the"
+                    " data, or the label's shape in task.py"
                 )
             labels = labels.numpy().reshape(-1, *LABEL_SHAPE)
             first = labels if first is None else first
@@ -319,7 +319,7 @@ def summarize_file(path):
 def described_batches(path):
     """`path`'s records described a batch at a time, in order: what `index` and the
     search for a bad file after a failed training step both read. Batches in
-    parallel: describing them (task.describe_batch) is the work."""
+    parallel: describing them (the task's describe_batch) is the work."""
     return (
         tf.data.TFRecordDataset(path)
         .batch(INDEX_BATCH)
@@ -344,7 +344,8 @@ def manifest_entry(shard):
 
 def not_of_the_format(path):
     return ManifestError(
-        f"{path} does not hold records of the format {FORMAT!r} - write them with task.encode"
+        f"{path} does not hold records of the format {FORMAT!r} - write them in the task's"
+        " format (`make-data`, `import-csv`, or tfrecords.write_split)"
     )
 
 
@@ -363,7 +364,7 @@ def load(data_dir, label_offset=0):
     """The shards of each split, from the manifest, checked without reading a record:
     every file listed and present at its recorded size, no shard left unlisted, what
     each holds fit for the model, and labels (minus `label_offset`) that
-    task.check_labels takes. Returns ({split: [Shard]}, the training data's statistics)."""
+    the task's label check takes. Returns ({split: [Shard]}, the training data's statistics)."""
     check_data_dir(data_dir)
     splits, patterns, learned = read_manifest(data_dir)
     with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
@@ -375,7 +376,7 @@ def load(data_dir, label_offset=0):
     if learned is None:
         raise ManifestError(
             f"{MANIFEST_NAME} in {data_dir} has no statistics of the training data (index"
-            " could not parse its records with task.parse_batch) - fix the data or task.py,"
+            " could not parse its records in the task's format) - fix the data or task.py,"
             f" then run `{INDEX_COMMAND} {data_dir}`"
         )
     return splits, learned
@@ -449,7 +450,7 @@ def check_size(shard):
 
 
 def check_shard_labels(shard, label_offset):
-    """A shard's labels, as task.check_labels judges them (after `label_offset`)."""
+    """A shard's labels, as the task's label check judges them (after `label_offset`)."""
     low, high = shard.label_min - label_offset, shard.label_max - label_offset
     problem = check_labels(low, high)
     if problem is None:
@@ -464,7 +465,7 @@ def check_shard_labels(shard, label_offset):
 
 def first_corrupt_file(paths, threads=READ_THREADS, on_progress=None):
     """The first of `paths`, in the order given, with a record that fails its
-    checksum or that task.describe_batch cannot read; None if all are intact. Reads
+    checksum or that the task's format cannot read; None if all are intact. Reads
     `threads` files at a time and stops at the first group with a corrupt one;
     calls on_progress() after each group read whole."""
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:

@@ -1,5 +1,5 @@
 """Shard files: their names, and writing examples into them in the task's
-record format (task.encode).
+record format (record_format.encode).
 
 `make-data` and the tests write shards here; `index` lists them (manifest.py).
 """
