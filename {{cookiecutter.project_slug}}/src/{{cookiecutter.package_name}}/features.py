@@ -1,5 +1,5 @@
-"""The task's record, declared once: each field's name, what it holds, which
-field is the label and which fields the model takes.
+"""The task's record, declared once: each field's name, what it holds, and
+which field is the label (the others are the model's inputs).
 
 task.py declares it (TFDS's FeaturesDict, trimmed to what training needs;
 every field but the label is an input of the model):

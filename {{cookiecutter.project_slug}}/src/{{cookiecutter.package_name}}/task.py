@@ -8,8 +8,8 @@ Its data:
 {%- if cookiecutter.task == "tabular" %}
 
 - `FEATURES`: one record, declared once (features.py): each field's name,
-  dtype and shape, which field is the label and which the model takes (here a
-  vector of NUM_FEATURES floats and a class index). From it the framework
+  dtype and shape, and which field is the label; the others are the model's
+  inputs (here a vector of NUM_FEATURES floats, and a class index). From it the framework
   writes records (`make-data`, `import-csv`), checks them in `index` (each
   record's values, and a ClassLabel's labels: each a class), parses them a
   batch at a time in `train`, turns a CSV row into an example (a column named
