@@ -34,12 +34,14 @@ EMBEDDING_WIDTH = 4
 SAMPLE_TASK_SEED = 31
 CITIES = ("Lyon", "Oslo", "Porto", "Kyoto", "Lima", "Accra")
 DEVICES = ("phone", "tablet", "desktop")
-# One record: the numbers, the model's inputs of NUMERIC_COLUMNS (in a CSV,
-# the columns not named after a field, in order), each string column, and the
-# class. A client sends the exported model the raw values, strings included.
+# One record: the numbers of NUMERIC_COLUMNS, each string column, and the
+# class (a CSV's other columns are left out). A client sends the exported
+# model the raw values, strings included.
 FEATURES = features.Record(
     {
-        "numbers": features.Tensor(shape=(len(NUMERIC_COLUMNS),), dtype="float32"),
+        "numbers": features.Tensor(
+            shape=(len(NUMERIC_COLUMNS),), dtype="float32", columns=NUMERIC_COLUMNS
+        ),
         **{column: features.Text() for column in STRING_COLUMNS},
         "label": features.ClassLabel(NUM_CLASSES),
     },

@@ -101,6 +101,24 @@ def test_a_csv_row_fills_named_fields_and_the_one_left_in_column_order():
     assert record.check_labels(0, 4).startswith("label 4 is not a class in 0..3 - fix the labels")
 
 
+def test_a_tensor_that_names_its_columns_takes_them_and_other_columns_are_left_out():
+    record = features.Record(
+        {
+            "numbers": features.Tensor(shape=(2,), columns=("income", "age")),
+            "city": features.Text(),
+            "label": features.ClassLabel(2),
+        },
+        label="label",
+    )
+    row = {"id": "x-17", "age": "31", "city": "Oslo", "notes": "NaN", "income": "2.5"}
+    inputs, _ = record.from_csv(row, "1")
+    np.testing.assert_array_equal(inputs["numbers"], [2.5, 31.0])  # in the declared order
+    with pytest.raises(ValueError, match=r"^no column 'income' \(its columns: id, age, city"):
+        record.from_csv({key: text for key, text in row.items() if key != "income"}, "1")
+    with pytest.raises(features.DeclarationError, match=r"columns \['age'\] .* not its 2 values"):
+        features.Tensor(shape=(2,), columns=("age",))
+
+
 def test_a_field_of_several_values_takes_one_column_of_them_separated_by_spaces():
     record = features.Record(
         {"tokens": features.Tensor(shape=(3,), dtype="int32"), "tags": features.Tensor((2,))},

@@ -33,9 +33,13 @@ class DeclarationError(TrainerError, ValueError):
 
 class Tensor:
     """Numbers of a fixed shape (`()`: one number): float32, int32 or int64.
-    Stored as a float or int64 list; parsed back to `dtype`."""
+    Stored as a float or int64 list; parsed back to `dtype`. `columns`: the CSV
+    columns that hold its values, in order (import-csv then leaves out the
+    columns no field names)."""
 
-    def __init__(self, shape=(), dtype="float32"):
+    columns = None
+
+    def __init__(self, shape=(), dtype="float32", columns=None):
         if dtype not in ("float32", "int32", "int64"):
             raise DeclarationError(
                 f"Tensor dtype {dtype!r} in task.py's FEATURES is not float32, int32 or int64"
@@ -47,6 +51,13 @@ class Tensor:
             )
         self.shape, self.dtype = tuple(shape), tf.as_dtype(dtype)
         self.size = math.prod(self.shape)
+        if columns is not None:
+            if len(columns) != self.size:
+                raise DeclarationError(
+                    f"Tensor columns {list(columns)} in task.py's FEATURES are not its"
+                    f" {self.size} values - name one column a value"
+                )
+            self.columns = tuple(columns)
 
     def stored(self):
         return tf.float32 if self.dtype.is_floating else tf.int64
@@ -110,7 +121,7 @@ class ClassLabel(Tensor):
 class Text:
     """One string an example (raw text, a category), stored as bytes."""
 
-    shape, size, dtype = (), 1, tf.string
+    shape, size, dtype, columns = (), 1, tf.string, None
 
     def stored(self):
         return tf.string
@@ -231,11 +242,18 @@ class Record:
         """One CSV row ({name: text} of every column but the label's) -> (inputs,
         label) for encode, or a ValueError naming what it cannot take.
 
-        A column named after an input field goes to it; the other columns, in
-        the file's order, fill the one input field that no column is named
-        after (the sample's 20 feature columns go to its 'features')."""
-        unnamed = [name for name in self.inputs if name not in columns]
-        rest = [(name, text) for name, text in columns.items() if name not in self.inputs]
+        A Tensor's `columns` go to it, and a column named after an input field;
+        the other columns, in the file's order, fill the one input field left
+        (the sample's 20 feature columns go to its 'features'), or, where no
+        field is left, are left out."""
+        named = {name: field.columns or (name,) for name, field in self.inputs.items()}
+        for field in self.inputs.values():
+            absent = [column for column in field.columns or () if column not in columns]
+            if absent:
+                raise ValueError(f"no column {absent[0]!r} (its columns: {', '.join(columns)})")
+        unnamed = [name for name in self.inputs if named[name][0] not in columns]
+        claimed = {column for names in named.values() for column in names}
+        rest = [(name, text) for name, text in columns.items() if name not in claimed]
         if len(unnamed) > 1:
             raise ValueError(
                 f"no column named {unnamed[0]!r} or {unnamed[1]!r} - name each input"
@@ -249,7 +267,7 @@ class Record:
             )
         by_name = {}
         for name, field in self.inputs.items():
-            texts = rest if name in unnamed else [(name, columns[name])]
+            texts = rest if name in unnamed else [(c, columns[c]) for c in named[name]]
             by_name[name] = field.from_text([(f"column {c!r}", text) for c, text in texts])
         return self.model_inputs(by_name), self.label.from_text([("the label", label)])
 
