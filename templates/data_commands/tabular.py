@@ -10,7 +10,10 @@ def add_import_command(commands, common):
     )
     import_csv.add_argument("--train", nargs="+", required=True, help="training CSV files")
     import_csv.add_argument("--eval", nargs="+", required=True, help="evaluation CSV files")
-    import_csv.add_argument("--label-column", default="label")
+    import_csv.add_argument(
+        "--label-column",
+        help="the column holding the label (default: the label field's name in task.py's FEATURES)",
+    )
     import_csv.add_argument("--output-dir", required=True)
     import_csv.add_argument(
         "--num-files",

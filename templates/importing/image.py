@@ -48,7 +48,7 @@ def labelled_images(source):
     if len(classes) != NUM_CLASSES:
         raise ConversionError(
             f"{source} has {len(classes)} class folders, the task has {NUM_CLASSES} classes -"
-            " give one folder per class, or change NUM_CLASSES in task.py"
+            " give one folder per class, or change the label's class count in task.py"
         )
     images = [
         (os.path.join(source, name, file), label)
@@ -83,5 +83,4 @@ def write_image_shard(images, target):
                 raise ConversionError(
                     f"{path} does not decode as an image - re-encode it or remove it"
                 ) from None
-            jpeg = data.numpy() if tf.io.is_jpeg(data) else None
-            writer.write(encode(image.numpy(), label, jpeg))
+            writer.write(encode(data.numpy() if tf.io.is_jpeg(data) else image.numpy(), label))

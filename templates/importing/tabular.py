@@ -19,7 +19,7 @@ def import_csv(
     output_dir,
     train_files,
     eval_files,
-    label_column="label",
+    label_column=None,
     workers=None,
     num_files=None,
     seed=0,
@@ -29,6 +29,7 @@ def import_csv(
     storage tf.io.gfile reads), shuffled (seeded) and dealt into shards in
     `output_dir` (`num_files` training shards; default: default_shards for
     `for_workers` training workers), indexed; returns the manifest's splits.
+    The label is in `label_column` (default: the label field's name, LABEL_COLUMN).
 
     Two passes, each in parallel: every group of CSV files has its rows dealt to
     the split's shards as they are read (one process a group), then every
@@ -39,6 +40,7 @@ def import_csv(
     """
     if not train_files or not eval_files:
         raise ConversionError("give at least one training and one evaluation CSV file")
+    label_column = label_column or LABEL_COLUMN
     train_files, eval_files = expand_globs(train_files), expand_globs(eval_files)
     for path in [*train_files, *eval_files]:  # every header, before any shard is written
         with open_csv(path) as handle:

@@ -1,7 +1,5 @@
 
 NUM_CLASSES = 4
-# One example's label: a class index.
-LABEL_SHAPE = ()
 # The model's input: IMAGE_SIZE x IMAGE_SIZE x 3, uint8 (a quarter of float32's
 # bytes through the input pipeline and onto the device; the model casts).
 # For ImageNet-size training, 224 and a deeper network.
@@ -23,14 +21,19 @@ CROP_ASPECT_RATIO = (3 / 4, 4 / 3)
 CENTRAL_FRACTION = 0.875
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 1234
-{%- if cookiecutter.data_source == "tfrecord" %}
-# What the manifest records as the format its counts and checks are about: the
-# layout of the ImageNet conversion scripts of tensorflow/models and the TPU
-# reference models, so existing shards train as they are (1-based labels:
-# --label-offset 1).
-FORMAT = "tf.train.Example: image/encoded JPEG, image/class/label int64"
-{%- endif %}
-# What a client sends the exported model: encoded JPEG images.
+# One record, in the layout of the ImageNet conversion scripts of
+# tensorflow/models and the TPU reference models, so existing shards train as
+# they are (1-based labels: --label-offset 1): an image's JPEG bytes (the model's
+# input, decoded by prepare_batch) and its class.
+FEATURES = features.Record(
+    {
+        "image/encoded": features.Image(),
+        "image/class/label": features.ClassLabel(NUM_CLASSES),
+    },
+    label="image/class/label",
+)
+# What a client sends the exported model: JPEG images (a name without the
+# record's "/", which a signature's input cannot have).
 SERVING_INPUT = tf.TensorSpec([None], tf.string, name="image_bytes")
 
 
@@ -57,21 +60,6 @@ def statistics_from(sums):
     mean = sums["sum"] / sums["count"]
     variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
     return {"mean": mean.tolist(), "variance": variance.tolist()}
-{%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def check_labels(low, high):
-    """Why labels from `low` to `high` (the smallest and largest of a shard's,
-    less --label-offset) cannot train, or None: each must be a class."""
-    for label in (low, high):
-        if not float(label).is_integer() or not 0 <= label < NUM_CLASSES:
-            return (
-                f"label {label:g} is not a class in 0..{NUM_CLASSES - 1} - fix the labels,"
-                " or NUM_CLASSES in task.py (on a GPU, cross-entropy gives NaN or garbage"
-                " for such a label, not an error)"
-            )
-    return None
-{%- endif %}
 
 
 def sample_examples(num_examples, seed):
@@ -99,49 +87,14 @@ def sample_examples(num_examples, seed):
 
 
 def prepare_batch(images, keys=None):
-    """Decoded uint8 images -> training crops and flips drawn from `keys`, or
-    (keys None) central crops."""
+    """Images as records hold them (JPEG bytes) or as sample_examples makes them
+    (uint8 arrays) -> training crops and flips drawn from `keys` (decoding only
+    the crop of a JPEG), or (keys None) central crops."""
+    encoded = tf.as_dtype(images.dtype) == tf.string
     if keys is None:
-        return each_image(evaluation_image, images)
-    return each_image(training_image, images, keys)
+        return each_image(evaluation_image_from_jpeg if encoded else evaluation_image, images)
+    return each_image(training_image_from_jpeg if encoded else training_image, images, keys)
 {%- if cookiecutter.data_source == "tfrecord" %}
-
-
-def encode(image, label, jpeg=None):
-    """One uint8 image (height, width, 3) and its label, as the conversion scripts
-    write them. `jpeg`: the image's file when it is a JPEG, stored as it is (as
-    the ImageNet converters do): encoding it again would lose detail and time."""
-    height, width, channels = image.shape
-    if jpeg is None:
-        jpeg = tf.io.encode_jpeg(image, quality=95).numpy()
-    features = {
-        "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
-        "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"JPEG"])),
-        "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
-        "image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[height])),
-        "image/width": tf.train.Feature(int64_list=tf.train.Int64List(value=[width])),
-        "image/channels": tf.train.Feature(int64_list=tf.train.Int64List(value=[channels])),
-    }
-    example = tf.train.Example(features=tf.train.Features(feature=features))
-    return example.SerializeToString()
-
-
-def parse_batch(records, keys=None):
-    """A batch of serialized records -> (images, int32 labels as stored): training
-    crops and flips drawn from `keys`, decoding only the crop, or (keys None)
-    central crops."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-        },
-    )
-    encoded = examples["image/encoded"]
-    labels = tf.cast(examples["image/class/label"], tf.int32)
-    if keys is None:
-        return each_image(evaluation_image_from_jpeg, encoded), labels
-    return each_image(training_image_from_jpeg, encoded, keys), labels
 
 
 def describe_batch(records, decode=True):
@@ -174,11 +127,6 @@ def decoded_shape(encoded):
 {%- endif %}
 
 
-def serving_inputs(image_bytes):
-    """JPEG bytes -> model inputs, preprocessed as evaluation is."""
-    return each_image(evaluation_image_from_jpeg, image_bytes)
-
-
 def crop_window(shape, key):
     """A random box of the image (offset_y, offset_x, height, width), from `key`."""
     begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
@@ -204,7 +152,6 @@ def training_image(image, key):
     window = crop_window(tf.shape(image), key)
     crop = tf.slice(image, [window[0], window[1], 0], [window[2], window[3], 3])
     return finish_training_image(crop, key)
-{%- if cookiecutter.data_source == "tfrecord" %}
 
 
 def training_image_from_jpeg(encoded, key):
@@ -212,7 +159,6 @@ def training_image_from_jpeg(encoded, key):
     window = crop_window(tf.io.extract_jpeg_shape(encoded), key)
     crop = tf.io.decode_and_crop_jpeg(encoded, window, channels=3)
     return finish_training_image(crop, key)
-{%- endif %}
 
 
 def evaluation_image(image):

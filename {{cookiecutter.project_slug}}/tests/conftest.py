@@ -474,10 +474,8 @@ def truncated_jpeg_record(label=1):
     """A record of the format whose JPEG is cut in half (a copy that stopped
     early): its header reads, its image does not decode."""
     images, _ = sample_examples(1, seed=0)
-    example = tf.train.Example.FromString(encode(images[0], label))
-    encoded = example.features.feature["image/encoded"].bytes_list.value
-    encoded[0] = encoded[0][: len(encoded[0]) // 2]
-    return example.SerializeToString()
+    jpeg = tf.io.encode_jpeg(images[0]).numpy()
+    return encode(jpeg[: len(jpeg) // 2], label)
 {%- endif %}
 {%- endif %}
 

@@ -12,19 +12,8 @@ from conftest import LOOPS, load_weights, sample_statistics
 
 from {{ cookiecutter.package_name }} import statistics
 from {{ cookiecutter.package_name }}.export import ExportError, export
-{%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT
-from {{ cookiecutter.package_name }}.task import (
-    build_model,
-    each_image,
-    evaluation_image_from_jpeg,
-    sample_examples,
-    serving_outputs,
-)
-{%- else %}
 from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT, serving_inputs
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples, serving_outputs
-{%- endif %}
 from {{ cookiecutter.package_name }}.training import train
 
 # A serving client: a fresh process with TensorFlow alone (Keras and this project
@@ -83,14 +72,13 @@ def requests_and_model_inputs():
     """What a client sends, and what the model sees after the signature's preprocessing."""
     examples, _ = sample_examples(8, seed=3)
 {%- if cookiecutter.task == "image" %}
-    jpegs = tf.stack([tf.io.encode_jpeg(image) for image in examples])
-    return jpegs, each_image(evaluation_image_from_jpeg, jpegs)
+    requests = tf.stack([tf.io.encode_jpeg(image) for image in examples])
 {%- else %}
     requests = tf.nest.map_structure(
         lambda spec, values: tf.constant(values, spec.dtype), SERVING_INPUT, examples
     )
-    return requests, serving_inputs(requests)
 {%- endif %}
+    return requests, serving_inputs(requests)
 
 
 @pytest.mark.parametrize("loop", LOOPS)

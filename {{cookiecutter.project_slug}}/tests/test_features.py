@@ -66,7 +66,7 @@ def test_index_counts_each_inputs_values_and_the_labels():
     assert counts.numpy().tolist() == [[6, 4, 1], [6, 4, 1], [6, 2, 1]]
     assert label_counts.numpy().tolist() == [3, 3, 3]
     assert labels.numpy().tolist() == [0, 1, 0, 1, 1, 0, 0, 1, 0]
-    assert RECORD.input_sizes == (6, 4, 1)
+    assert RECORD.input_values == {"numbers": 6, "ids": 4, "city": 1}
 
 
 def test_the_serving_input_is_the_models_inputs_by_name():
@@ -146,11 +146,27 @@ def test_a_text_field_takes_one_string_not_anything_it_could_print():
         record.encode({"text": "hello"}, 1)
 
 
+def test_an_image_is_stored_as_a_jpeg_and_a_jpeg_file_as_it_is():
+    record = features.Record({"image": features.Image(), "y": features.ClassLabel(2)}, label="y")
+    rows, columns = np.mgrid[0:16, 0:24]
+    pixels = np.stack([rows * 8, columns * 5, rows + columns], axis=-1).astype(np.uint8)
+    jpeg = tf.io.encode_jpeg(pixels, quality=50).numpy()
+    images, labels = record.parse(tf.constant([record.encode(pixels, 1), record.encode(jpeg, 0)]))
+    assert images.dtype == tf.string and labels.numpy().tolist() == [1, 0]
+    assert images[1].numpy() == jpeg  # not encoded again: no second loss
+    decoded = tf.io.decode_jpeg(images[0]).numpy()
+    assert decoded.shape == pixels.shape and np.abs(decoded - pixels.astype(int)).mean() < 4
+    assert record.description == "tf.train.Example: image JPEG, y int64"
+    with pytest.raises(ValueError, match="'image' is for an Image field - import images with"):
+        record.from_csv({"image": "cat.jpg"}, "1")
+
+
 @pytest.mark.parametrize(
     "fields, label, message",
     [
         ({"x": features.Tensor()}, "y", r"label 'y' is not one of the fields \['x'\] of task"),
         ({"x": features.Text(), "y": features.Text()}, "y", "label 'y' in task.py's .* is Text"),
+        ({"x": features.Text(), "y": features.Image()}, "y", "label 'y' in .* is Image - declare"),
         ({"x": features.Tensor()}, "x", "FEATURES has no field but the label - add the inputs"),
         (
             {"x": features.ClassLabel(3), "y": features.Tensor()},
@@ -158,7 +174,7 @@ def test_a_text_field_takes_one_string_not_anything_it_could_print():
             r"input 'x' in .* is a ClassLabel - declare .* as Tensor\(dtype='int32'\)",
         ),
     ],
-    ids=["unknown-label", "text-label", "no-input", "class-label-input"],
+    ids=["unknown-label", "text-label", "image-label", "no-input", "class-label-input"],
 )
 def test_a_declaration_that_cannot_describe_a_record_is_refused_in_one_line(fields, label, message):
     with pytest.raises(features.DeclarationError, match=message):

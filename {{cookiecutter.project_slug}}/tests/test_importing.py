@@ -162,8 +162,12 @@ def test_a_model_trains_from_its_image_folders_through_the_commands(tmp_path, cl
     assert summary["batch_norm_losses"] is not None, summary
 {%- else -%}
 """import-csv: CSV files become indexed shards holding exactly their rows; a bad
-row is named in one line and leaves no shard behind."""
+row is named in one line and leaves no shard behind. The files hold the task's
+own sample examples, laid out as its FEATURES say a CSV row holds them."""
 
+import collections
+import csv
+import io
 import json
 import math
 import re
@@ -173,22 +177,44 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import each_example, encoded
 
 from {{ cookiecutter.package_name }} import importing
-from {{ cookiecutter.package_name }}.features import Tensor
 from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, in_label_order
-from {{ cookiecutter.package_name }}.record_format import FEATURES, LABEL_SHAPE, check_labels, parse_batch
+from {{ cookiecutter.package_name }}.record_format import FEATURES, LABEL_SHAPE, check_labels
 from {{ cookiecutter.package_name }}.task import sample_examples
 
-# These tests write the CSV of a task whose one input is numbers (the sample's,
-# the regression's, the multi-label's): a column a number, and the label's.
-[(INPUT, FIELD)] = FEATURES.inputs.items() if len(FEATURES.inputs) == 1 else [(None, None)]
-pytestmark = pytest.mark.skipif(
-    not isinstance(FIELD, Tensor), reason="the task's input is not one of numbers"
+if FEATURES is None:
+    pytest.skip(
+        "the task turns a CSV row into an example itself (no FEATURES)", allow_module_level=True
+    )
+# The first input field of several values that names no columns: one column a
+# value, named after no field, and they fill it (as the sample's 20 numbers fill
+# 'features'). None: each field's columns are named.
+SPREAD = next(
+    (name for name, field in FEATURES.inputs.items() if not field.columns and field.size > 1),
+    None,
 )
-NUM_FEATURES = FIELD.size if isinstance(FIELD, Tensor) else 0
-HEADER = [*(f"f{index}" for index in range(NUM_FEATURES)), "label"]
+# Each input field's CSV columns: a Tensor's `columns`, SPREAD's, or one named
+# after the field (several values in it, separated by spaces).
+COLUMNS = {
+    name: field.columns
+    or ([f"{name}_{index}" for index in range(field.size)] if name == SPREAD else [name])
+    for name, field in FEATURES.inputs.items()
+}
+# The label's column is named after its field: import-csv's default --label-column.
+HEADER = [*(column for columns in COLUMNS.values() for column in columns), FEATURES.label_name]
+# A column holding one number of a float input, which the bad-number cases spoil
+# (None: the task has none).
+NUMBER_COLUMN = next(
+    (
+        columns[0]
+        for name, columns in COLUMNS.items()
+        if FEATURES.inputs[name].dtype.is_floating and len(columns) == FEATURES.inputs[name].size
+    ),
+    None,
+)
 # A finite scalar label the task refuses (a classifier's: a class it does not
 # have), if any.
 REFUSED_LABEL = next(
@@ -196,43 +222,78 @@ REFUSED_LABEL = next(
 )
 
 
-def csv_text(features, labels, header=HEADER):
-    rows = [",".join(header)]
-    rows += [
-        # A label of several values (multi-label tags) as they are, space-separated.
-        ",".join([*(repr(float(value)) for value in row), " ".join(map(str, np.ravel(label)))])
-        for row, label in zip(features, labels, strict=True)
-    ]
-    return "\n".join(rows) + "\n"
+def text_of(value):
+    """One value as a CSV cell holds it: a float that reads back exactly."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.floating):
+        return repr(float(value))
+    return str(int(value))
 
 
-def write_csv(path, features, labels, header=HEADER):
-    path.write_text(csv_text(features, labels, header))
+def cells(values, columns):
+    """A field's values in its columns: one a column, or all in one separated by spaces."""
+    texts = [text_of(value) for value in np.ravel(values)]
+    return texts if len(texts) == len(columns) else [" ".join(texts)]
+
+
+def csv_rows(examples):
+    """The header, then each example's row."""
+    rows = [HEADER]
+    for inputs, label in examples:
+        by_name = FEATURES.inputs_by_name(inputs)
+        row = [cell for name, columns in COLUMNS.items() for cell in cells(by_name[name], columns)]
+        rows.append([*row, *cells(label, [FEATURES.label_name])])
+    return rows
+
+
+def csv_text(examples=None, rows=None):
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows or csv_rows(examples))
+    return text.getvalue()
+
+
+def write_csv(path, examples=None, rows=None):
+    path.write_text(csv_text(examples, rows))
     return path
 
 
+def examples(count, seed):
+    """The task's sample examples, as [(inputs, label)]."""
+    return each_example(*sample_examples(count, seed))
+
+
+def by_label(examples):
+    """Sorted by label, as exports often are (stable)."""
+    return sorted(examples, key=lambda example: np.ravel(example[1]).tolist())
+
+
+def labels_of(examples):
+    return np.array([label for _, label in examples])
+
+
 def read_shards(shards):
+    """The examples the shards hold, as the task's records parse."""
     records = tf.data.TFRecordDataset([shard.path for shard in shards]).batch(1000)
-    features, labels = zip(*(parse_batch(batch) for batch in records), strict=True)
-    return np.concatenate(features), np.concatenate(labels)
+    return [example for batch in records for example in each_example(*FEATURES.parse(batch))]
 
 
-def sorted_rows(features, labels):
-    """The rows (features and label), in an order that does not depend on theirs."""
-    rows = np.hstack([features, np.asarray(labels, np.float32).reshape(len(labels), -1)])
-    return rows[np.lexsort(rows.T[::-1])]
+def same_examples(read, written):
+    """The same examples, each as often (records compared as the task encodes them)."""
+    return collections.Counter(encoded(read)) == collections.Counter(encoded(written))
 
 
 def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
     # Sorted by label, as exports often are: 120 training rows in 2 files.
-    features, labels = sample_examples(150, seed=2)
-    order = np.lexsort(np.asarray(labels).reshape(len(labels), -1).T[::-1])
-    features, labels = features[order], labels[order]
+    rows = examples(150, seed=2)
+    ordered = by_label(rows[:120])
     train = [
-        write_csv(tmp_path / "part-1.csv", features[:80], labels[:80]),
-        write_csv(tmp_path / "part-2.csv", features[80:120], labels[80:120]),
+        write_csv(tmp_path / "part-1.csv", ordered[:80]),
+        write_csv(tmp_path / "part-2.csv", ordered[80:]),
     ]
-    evaluation = [write_csv(tmp_path / "eval.csv", features[120:], labels[120:])]
+    evaluation = [write_csv(tmp_path / "eval.csv", rows[120:])]
     output = tmp_path / "data"
     splits = import_csv(str(output), train, evaluation, workers=2, num_files=3, seed=7)
     assert (output / MANIFEST_NAME).exists()
@@ -240,46 +301,39 @@ def test_csv_files_become_shuffled_indexed_shards_holding_their_rows(tmp_path):
     # An even share of every file in each shard: 80 / 3 and 40 / 3, give or take one.
     assert all(39 <= shard.records <= 41 for shard in splits["train"]), splits["train"]
     # Every value exactly, each row once.
-    read_features, read_labels = read_shards(splits["train"])
-    np.testing.assert_array_equal(
-        sorted_rows(read_features, read_labels), sorted_rows(features[:120], labels[:120])
-    )
+    assert same_examples(read_shards(splits["train"]), ordered)
     # Shuffled: no shard's records follow the order of their labels.
-    assert in_label_order(labels[:80])
+    assert in_label_order(labels_of(ordered))
     for shard in splits["train"]:
-        _, shard_labels = read_shards([shard])
+        shard_labels = labels_of(read_shards([shard]))
         assert not in_label_order(shard_labels), shard_labels
     # The order is the seed's: the same seed gives the same shards, whatever the
     # processes (records compared parsed: a protobuf map's bytes may be ordered
     # differently in another process).
     again = import_csv(str(tmp_path / "again"), train, evaluation, workers=1, num_files=3, seed=7)
     for shard, same in zip(splits["train"], again["train"], strict=True):
-        for mine, theirs in zip(read_shards([shard]), read_shards([same]), strict=True):
-            np.testing.assert_array_equal(mine, theirs)
+        assert encoded(read_shards([shard])) == encoded(read_shards([same]))
 
 
 def test_rows_in_a_period_that_divides_the_shard_count_are_not_aliased(tmp_path):
     # A stratified export: the rows cycle through 4 groups (here, quarters of
     # the label order), and there are 4 shards. Dealt in turn, each shard held
     # one group: one label per shard of a classification.
-    features, labels = sample_examples(160, seed=4)
-    order = np.lexsort(np.asarray(labels).reshape(len(labels), -1).T[::-1])
-    cycled = order.reshape(4, 40).T.ravel()  # quarter 0, 1, 2, 3, 0, 1, ...
-    path = write_csv(tmp_path / "stratified.csv", features[cycled], labels[cycled])
+    ordered = by_label(examples(160, seed=4))
+    cycled = [ordered[quarter * 40 + row] for row in range(40) for quarter in range(4)]
+    path = write_csv(tmp_path / "stratified.csv", cycled)
     splits = import_csv(str(tmp_path / "data"), [path], [path], workers=1, num_files=4)
-    quarter_of = {tuple(features[row]): rank // 40 for rank, row in enumerate(order)}
+    quarter_of = {record: rank // 40 for rank, record in enumerate(encoded(ordered))}
     for shard in splits["train"]:
-        shard_features, _ = read_shards([shard])
         assert shard.records == 40
-        quarters = {quarter_of[tuple(row)] for row in shard_features}
+        quarters = {quarter_of[record] for record in encoded(read_shards([shard]))}
         assert quarters == {0, 1, 2, 3}, (shard.path, quarters)
 
 
 def test_shards_too_large_or_too_many_parts_are_refused_before_any_is_written(
     tmp_path, monkeypatch
 ):
-    features, labels = sample_examples(40, seed=2)
-    path = write_csv(tmp_path / "train.csv", features, labels)
+    path = write_csv(tmp_path / "train.csv", examples(40, seed=2))
     output = tmp_path / "data"
     # A shard's rows are shuffled in memory: its size is bounded.
     limit = path.stat().st_size // 3
@@ -299,17 +353,12 @@ def test_shards_too_large_or_too_many_parts_are_refused_before_any_is_written(
 def test_many_files_are_read_in_groups_that_keep_the_parts_within_the_limit(tmp_path, monkeypatch):
     # 2,000 files into 200 shards would be 400,000 parts, a part per file and shard.
     monkeypatch.setattr(importing, "MAX_PARTS", 12)  # 6 a split
-    features, labels = sample_examples(60, seed=3)
-    paths = [
-        write_csv(tmp_path / f"part-{index}.csv", features[index::6], labels[index::6])
-        for index in range(6)
-    ]
+    rows = examples(60, seed=3)
+    paths = [write_csv(tmp_path / f"part-{index}.csv", rows[index::6]) for index in range(6)]
     assert importing.file_groups(paths, 3) == [paths[:3], paths[3:]]  # 2 groups x 3 shards
     splits = import_csv(str(tmp_path / "data"), paths, paths[:1], workers=1, num_files=3)
     assert [shard.records for shard in splits["train"]] == [20, 20, 20]
-    np.testing.assert_array_equal(
-        sorted_rows(*read_shards(splits["train"])), sorted_rows(features, labels)
-    )
+    assert same_examples(read_shards(splits["train"]), rows)
 
 
 def test_the_default_shards_follow_the_data_and_the_workers_they_feed():
@@ -329,17 +378,14 @@ def test_csv_files_on_other_storage_and_globs_import_in_this_process(tmp_path, m
         raise AssertionError("a small input started conversion processes")
 
     monkeypatch.setattr(importing, "write_in_processes", no_processes)
-    features, labels = sample_examples(30, seed=5)
+    rows = examples(30, seed=5)
     for index in range(3):
         with tf.io.gfile.GFile(f"ram://csv/train-{index}.csv", "w") as handle:
-            rows = slice(index * 10, index * 10 + 10)
-            handle.write(csv_text(features[rows], labels[rows]))
+            handle.write(csv_text(rows[index * 10 : index * 10 + 10]))
     splits = import_csv(
         str(tmp_path / "data"), ["ram://csv/train-*.csv"], ["ram://csv/train-0.csv"], num_files=2
     )
-    np.testing.assert_array_equal(
-        sorted_rows(*read_shards(splits["train"])), sorted_rows(features, labels)
-    )
+    assert same_examples(read_shards(splits["train"]), rows)
     with pytest.raises(ConversionError, match=r"^ram://csv/eval-\*.csv matches no file - check"):
         import_csv(str(tmp_path / "other"), ["ram://csv/train-0.csv"], ["ram://csv/eval-*.csv"])
     missing = r"^cannot read ram://csv/gone.csv: no such file - check the path$"
@@ -348,20 +394,35 @@ def test_csv_files_on_other_storage_and_globs_import_in_this_process(tmp_path, m
 
 
 def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
-    features, labels = sample_examples(4, seed=2)
-    path = write_csv(tmp_path / "small.csv", features, labels)
+    path = write_csv(tmp_path / "small.csv", examples(4, seed=2))
     output = tmp_path / "data"
     with pytest.raises(ConversionError, match=r"^no rows for train-00\d{3}-of-00008.tfrecord: the"):
         import_csv(str(output), [path], [path], workers=1, num_files=8)
     assert list(output.iterdir()) == []
 
 
+def without_a_number(reason):
+    return pytest.mark.skipif(NUMBER_COLUMN is None, reason=reason)
+
+
 @pytest.mark.parametrize(
     "bad_row, message",
     [
-        ("abc", r"line 5: 'abc' in column 'f3' is not a number - fix that row"),
-        ("nan", r"line 5: 'nan' in column 'f3' is not a finite number - fix that row"),
-        ("-inf", r"line 5: '-inf' in column 'f3' is not a finite number - fix that row"),
+        pytest.param(
+            "abc",
+            rf"line 5: 'abc' in column '{NUMBER_COLUMN}' is not a number - fix that row",
+            marks=without_a_number("the task has no column of one float"),
+        ),
+        pytest.param(
+            "nan",
+            rf"line 5: 'nan' in column '{NUMBER_COLUMN}' is not a finite number - fix that row",
+            marks=without_a_number("the task has no column of one float"),
+        ),
+        pytest.param(
+            "-inf",
+            rf"line 5: '-inf' in column '{NUMBER_COLUMN}' is not a finite number - fix that row",
+            marks=without_a_number("the task has no column of one float"),
+        ),
         # The task's words: for the sample task, "'nan' in the label is not a finite number".
         ("nan label", r"line 5: 'nan' in .* - fix that row"),
         pytest.param(
@@ -369,17 +430,16 @@ def test_more_shards_than_rows_is_refused_in_one_line(tmp_path):
             None,
             marks=pytest.mark.skipif(REFUSED_LABEL is None, reason="the task takes any label"),
         ),
-        ("short", rf"line 5 has {NUM_FEATURES} fields, the header {NUM_FEATURES + 1}"),
+        ("short", rf"line 5 has {len(HEADER) - 1} fields, the header {len(HEADER)}"),
     ],
 )
 def test_a_bad_row_is_named_in_one_line_and_no_shard_is_left(tmp_path, bad_row, message):
-    features, labels = sample_examples(10, seed=2)
-    good = write_csv(tmp_path / "good.csv", features, labels)
-    path = write_csv(tmp_path / "bad.csv", features, labels)
-    lines = path.read_text().splitlines()
-    fields = lines[4].split(",")
+    rows = examples(10, seed=2)
+    good = write_csv(tmp_path / "good.csv", rows)
+    lines = csv_rows(rows)
+    fields = lines[4]
     if bad_row in ("abc", "nan", "-inf"):
-        fields[3] = bad_row
+        fields[HEADER.index(NUMBER_COLUMN)] = bad_row
     elif bad_row == "nan label":
         fields[-1] = "nan"
     elif bad_row == "label":
@@ -387,27 +447,30 @@ def test_a_bad_row_is_named_in_one_line_and_no_shard_is_left(tmp_path, bad_row, 
         message = re.escape(f"line 5: {check_labels(REFUSED_LABEL, REFUSED_LABEL)}")
     else:
         fields.pop()
-    lines[4] = ",".join(fields)
-    path.write_text("\n".join(lines) + "\n")
+    path = write_csv(tmp_path / "bad.csv", rows=lines)
     output = tmp_path / "data"
     with pytest.raises(ConversionError, match=rf"^{path} {message}"):
         import_csv(str(output), [good, path], [good], workers=1)
     assert list(output.iterdir()) == []
 
 
-def test_a_header_the_task_does_not_take_is_refused_in_one_line(tmp_path):
-    features, labels = sample_examples(4, seed=2)
-    wide = write_csv(
-        tmp_path / "wide.csv",
-        np.hstack([features, features[:, :1]]),
-        labels,
-        header=[*HEADER[:-1], "extra", "label"],
-    )
-    too_many = rf"line 2: {NUM_FEATURES + 1} columns for '{INPUT}', which holds {NUM_FEATURES}"
+@pytest.mark.skipif(SPREAD is None, reason="every input field is named by its columns")
+def test_a_column_more_than_the_field_left_holds_is_refused_in_one_line(tmp_path):
+    # The columns no field names fill the one field left: an extra one is too many.
+    header, *rows = csv_rows(examples(4, seed=2))
+    widened = [[*header[:-1], "extra", header[-1]], *([*row[:-1], "0.5", row[-1]] for row in rows)]
+    path = write_csv(tmp_path / "wide.csv", rows=widened)
+    size = FEATURES.inputs[SPREAD].size
+    too_many = rf"line 2: {size + 1} columns for '{SPREAD}', which holds {size}"
     with pytest.raises(ConversionError, match=too_many):
-        import_csv(str(tmp_path / "data"), [wide], [wide])
-    with pytest.raises(ConversionError, match=r"has no column 'class' \(its columns: f0, f1"):
-        import_csv(str(tmp_path / "data"), [wide], [wide], label_column="class")
+        import_csv(str(tmp_path / "data"), [path], [path])
+
+
+def test_a_label_column_the_files_lack_is_refused_in_one_line(tmp_path):
+    path = write_csv(tmp_path / "train.csv", examples(4, seed=2))
+    lacking = rf"has no column 'class' \(its columns: {re.escape(HEADER[0])}"
+    with pytest.raises(ConversionError, match=lacking):
+        import_csv(str(tmp_path / "data"), [path], [path], label_column="class")
 
 
 def write_slowly(source, target):
@@ -436,8 +499,7 @@ def test_the_first_failure_stops_the_conversion_and_leaves_no_shard(tmp_path):
 
 
 def test_the_import_csv_command_writes_and_refuses_in_one_line(tmp_path, cli):
-    features, labels = sample_examples(20, seed=2)
-    path = write_csv(tmp_path / "train.csv", features, labels)
+    path = write_csv(tmp_path / "train.csv", examples(20, seed=2))
     output = str(tmp_path / "data")
     arguments = ["--train", str(path), "--eval", str(path), "--output-dir", output]
     result = cli("import-csv", *arguments, "--workers", "2")
@@ -452,9 +514,9 @@ def test_the_import_csv_command_writes_and_refuses_in_one_line(tmp_path, cli):
 
 def test_a_model_trains_from_its_csv_through_the_commands(tmp_path, cli):
     # The task's own examples as a user's CSV: import-csv, then train and evaluate.
-    features, labels = sample_examples(256, seed=2)
-    train = write_csv(tmp_path / "train.csv", features[:192], labels[:192])
-    evaluation = write_csv(tmp_path / "eval.csv", features[192:], labels[192:])
+    rows = examples(256, seed=2)
+    train = write_csv(tmp_path / "train.csv", rows[:192])
+    evaluation = write_csv(tmp_path / "eval.csv", rows[192:])
     data = str(tmp_path / "data")
     files = ["--train", str(train), "--eval", str(evaluation)]
     imported = cli("import-csv", *files, "--output-dir", data)

@@ -36,25 +36,24 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
-{%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import check_labels, encode, parse_batch
-from {{ cookiecutter.package_name }}.sources import load_sources, make_data
-from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, NUM_CLASSES, sample_examples, statistics_from
-{% else %}
 from {{ cookiecutter.package_name }}.record_format import (
     FEATURES,
+{%- if cookiecutter.task == "tabular" %}
     INPUT_VALUES,
+{%- endif %}
     check_labels,
     encode,
     parse_batch,
 )
 from {{ cookiecutter.package_name }}.sources import load_sources, make_data
 from {{ cookiecutter.package_name }}.task import sample_examples, statistics_from
-{% endif -%}
 from {{ cookiecutter.package_name }}.tfrecords import write_split
 
+# The classes of a ClassLabel (None: the task's labels are not classes).
+NUM_CLASSES = FEATURES.num_classes
 {% if cookiecutter.task == "image" -%}
-SHAPE = (IMAGE_SIZE, IMAGE_SIZE, 3)
+# The sample's images' shape, which `index` records.
+SHAPE = sample_examples(1, seed=0)[0].shape[1:]
 
 
 def load_dir(path, label_offset=0):
@@ -65,9 +64,7 @@ def example(label=None):
     return np.zeros(SHAPE, "uint8"), 1 if label is None else label
 {%- else -%}
 SHAPE = tuple(INPUT_VALUES.values())
-# The classes of a ClassLabel (None: the task's labels are not classes), and the
-# first input of numbers, which the tests give a value too many (None: none).
-NUM_CLASSES = getattr(FEATURES.label, "num_classes", None)
+# The first input of numbers, which the tests give a value too many (None: none).
 NUMBERS = next(
     (name for name, field in FEATURES.inputs.items() if isinstance(field, features.Tensor)), None
 )

@@ -194,7 +194,7 @@ def test_an_image_truncated_after_index_stops_training_in_one_line_naming_its_fi
     assert second.returncode == 2, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
     assert second.stderr.splitlines()[-1] == (
-        f"error: {shard} has a corrupt record (a record that task.parse_batch cannot read) at"
+        f"error: {shard} has a corrupt record (a record the task's format cannot parse) at"
         f" epoch 2 step 0 - restore or regenerate it and run `{INDEX_COMMAND} {shards}`; the"
         " last checkpoint is intact"
     )

@@ -20,13 +20,13 @@ from {{ cookiecutter.package_name }}.data import (
     worker_batches,
 )
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import parse_batch
+from {{ cookiecutter.package_name }}.record_format import FEATURES, parse_batch
 {%- else %}
 from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE, SERVING_INPUT, parse_batch
 {%- endif %}
 from {{ cookiecutter.package_name }}.sources import RecordSource, load_sources, make_data
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.task import IMAGE_SIZE, sample_examples
+from {{ cookiecutter.package_name }}.task import prepare_batch, sample_examples
 {%- else %}
 from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
@@ -59,7 +59,8 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     train, evaluation = sources(tmp_path)
     assert (sum(train.counts), sum(evaluation.counts)) == (90, 22)
     plan = make_plan(*record_sources(tmp_path), per_replica_batch_size=30)
-    encoded, labels = stored_examples(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
+    # The JPEG bytes and labels as the records hold them.
+    encoded, labels = FEATURES.parse(tf.constant(examples_of(worker_batches(plan, 0, 0, 0))))
     expected_images, expected_labels = sample_examples(90, seed=5)
     originals = expected_images.reshape(90, -1).astype("float32")
     nearest = []
@@ -72,26 +73,16 @@ def test_make_data_round_trips_through_the_training_pipeline(tmp_path):
     np.testing.assert_array_equal(labels.numpy(), expected_labels[nearest])
 
 
-def stored_examples(records):
-    """The JPEG bytes and labels as the records hold them."""
-    examples = tf.io.parse_example(
-        records,
-        {
-            "image/encoded": tf.io.FixedLenFeature([], tf.string),
-            "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-        },
-    )
-    return examples["image/encoded"], examples["image/class/label"]
-
-
 def test_parse_batch_parses_a_batch_of_records(tmp_path):
+    images, _ = sample_examples(6, seed=0)
     write_split(tmp_path, "train", *sample_examples(6, seed=0), num_files=1)
     path = tmp_path / shard_name("train", 0, 1)
     records = next(iter(tf.data.TFRecordDataset(str(path)).batch(6)))
     central, labels = parse_batch(records)
     keys = tf.stack([tf.zeros(6, tf.int64), tf.range(6, dtype=tf.int64)], axis=1)
     cropped, same_labels = parse_batch(records, keys)
-    assert central.shape == cropped.shape == (6, IMAGE_SIZE, IMAGE_SIZE, 3)
+    # The model's inputs, as the sample's decoded images give them.
+    assert central.shape == cropped.shape == prepare_batch(images).shape
     assert central.dtype == cropped.dtype == tf.uint8 and labels.dtype == tf.int32
     np.testing.assert_array_equal(labels, same_labels)
     # Evaluation's central crops are fixed; training's crops come from the keys.

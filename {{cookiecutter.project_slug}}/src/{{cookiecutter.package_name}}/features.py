@@ -144,6 +144,25 @@ class Text:
         return "bytes"
 
 
+class Image(Text):
+    """One image, stored as a JPEG file's bytes (as tensorflow/models' ImageNet
+    converters store it) and parsed as those bytes: the task's prepare_batch
+    decodes them, only each training crop's part (tf.io.decode_and_crop_jpeg)."""
+
+    def feature(self, value):
+        """A JPEG file's bytes, kept as they are (encoding again would lose detail
+        and time), or a uint8 array (height, width, 3), encoded as one."""
+        if not isinstance(value, bytes):
+            value = tf.io.encode_jpeg(np.asarray(value, np.uint8), quality=95).numpy()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+    def from_text(self, cells):
+        raise ValueError(f"{cells[0][0]} is for an Image field - import images with import-images")
+
+    def describe(self):
+        return "JPEG"
+
+
 class Record:
     """A record's fields by name: the label's, and the model's inputs (every
     other field, in the order given)."""
@@ -158,7 +177,8 @@ class Record:
         self.label_name, self.label = label, self.fields[label]
         if isinstance(self.label, Text):
             raise DeclarationError(
-                f"label {label!r} in task.py's FEATURES is Text - declare a ClassLabel or a Tensor"
+                f"label {label!r} in task.py's FEATURES is {type(self.label).__name__} - declare"
+                " a ClassLabel or a Tensor"
             )
         self.inputs = {name: field for name, field in self.fields.items() if name != label}
         if not self.inputs:
@@ -173,6 +193,11 @@ class Record:
     @property
     def label_shape(self):
         return self.label.shape
+
+    @property
+    def num_classes(self):
+        """The label's class count, or None where the label is not a ClassLabel."""
+        return getattr(self.label, "num_classes", None)
 
     @property
     def description(self):
@@ -230,9 +255,9 @@ class Record:
         return counts, labels.row_lengths(), labels.flat_values
 
     @property
-    def input_sizes(self):
-        """The count of values of each input field a record holds, in order."""
-        return tuple(field.size for field in self.inputs.values())
+    def input_values(self):
+        """{input field: its count of values a record}, which `index` checks each record holds."""
+        return {name: field.size for name, field in self.inputs.items()}
 
     def check_labels(self, low, high):
         """Why labels from `low` to `high` cannot train (a ClassLabel's check), or None."""

@@ -44,11 +44,15 @@ import random
 
 from {{ cookiecutter.package_name }} import TrainerError, manifest
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import encode
+from {{ cookiecutter.package_name }}.record_format import NUM_CLASSES, encode
 from {{ cookiecutter.package_name }}.startup import start_conversion_process
-from {{ cookiecutter.package_name }}.task import NUM_CLASSES
 {%- else %}
-from {{ cookiecutter.package_name }}.record_format import check_labels, encode, example_from_csv
+from {{ cookiecutter.package_name }}.record_format import (
+    LABEL_COLUMN,
+    check_labels,
+    encode,
+    example_from_csv,
+)
 from {{ cookiecutter.package_name }}.startup import start_conversion_process
 {%- endif %}
 from {{ cookiecutter.package_name }}.tfrecords import shard_name

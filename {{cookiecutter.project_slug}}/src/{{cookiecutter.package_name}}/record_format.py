@@ -44,16 +44,13 @@ def derived_serving_inputs(features):
     return serving_inputs
 
 
-def input_values(features):
-    """{input field: its count of values a record}, which `index` checks each record holds."""
-    return {name: field.size for name, field in features.inputs.items()}
-
-
 # Each name the framework reads, and how the declaration derives it.
 DERIVED = {
     "FORMAT": lambda features: features.description,
     "LABEL_SHAPE": lambda features: features.label_shape,
-    "INPUT_VALUES": input_values,
+    "LABEL_COLUMN": lambda features: features.label_name,
+    "INPUT_VALUES": lambda features: features.input_values,
+    "NUM_CLASSES": lambda features: features.num_classes,
     "SERVING_INPUT": lambda features: features.serving_input(),
     "encode": lambda features: features.encode,
     "parse_batch": derived_parse_batch,
