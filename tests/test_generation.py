@@ -107,7 +107,13 @@ def top_level_names(path):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+            # `A = ...` and `A, b = ...` (a head's functions, heads.py).
+            targets = [
+                name
+                for target in node.targets
+                for name in (target.elts if isinstance(target, ast.Tuple) else [target])
+            ]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
     return names
 
 

@@ -1,10 +1,14 @@
 
 NUM_FEATURES = 20
 NUM_CLASSES = 4
-METRIC_NAME = "accuracy"
 # The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
 # LABEL_SMOOTHING over all classes (0: plain cross-entropy; 0.1 suits large classifiers).
 LABEL_SMOOTHING = 0.0
+# A classifier's loss, metric and exported outputs (heads.py): softmax
+# cross-entropy against the smoothed label, accuracy, logits and probabilities.
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
+    NUM_CLASSES, label_smoothing=LABEL_SMOOTHING
+)
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 1234
 # One record: a vector of features, the model's input (and what a client sends
@@ -20,23 +24,15 @@ FEATURES = features.Record(
 
 {% include model_partial | default("models/tabular.py") %}
 
-{% include "partials/classification.py" %}
-
 def summarize_batch(features, labels):
     """Per-feature sums over a batch (numpy), added up over the training data."""
     del labels
-    features = features.astype("float64")
-    return {
-        "count": len(features),
-        "sum": features.sum(axis=0),
-        "sum_of_squares": np.square(features).sum(axis=0),
-    }
+    return moments.column_sums(features)
 
 
 def statistics_from(sums):
     """The training data's per-feature mean and variance, for build_model."""
-    mean = sums["sum"] / sums["count"]
-    variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
+    mean, variance = moments.mean_and_variance(sums)
     return {"mean": mean.tolist(), "variance": variance.tolist()}
 
 

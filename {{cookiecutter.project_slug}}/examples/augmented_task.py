@@ -16,7 +16,7 @@ the project's tests on it.
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, image_ops, moments
 from {{ cookiecutter.package_name }}.compat import keras
 {%- set model_partial = "models/image_augmented.py" %}
 {% include "task/image.py" %}

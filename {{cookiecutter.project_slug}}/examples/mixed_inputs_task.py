@@ -15,17 +15,18 @@ values); and the exported model takes the raw values, strings included.
 """
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, moments
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUMERIC_COLUMNS = ("age", "income", "visits")
 STRING_COLUMNS = ("city", "device")
 NUM_CLASSES = 3
-METRIC_NAME = "accuracy"
-# Plain cross-entropy (the classification partial's smoothing off).
-LABEL_SMOOTHING = 0.0
+# A classifier's loss, metric and exported outputs (heads.py): cross-entropy,
+# accuracy, logits and probabilities.
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
+    NUM_CLASSES
+)
 # The most frequent values of a string column kept in its vocabulary; the
 # others, and values never seen in training, share one index.
 MAX_VOCABULARY = 1000
@@ -75,18 +76,11 @@ def build_model(statistics):
     return keras.Model(inputs, outputs, name="customers")
 
 
-{% include "partials/classification.py" %}
-
 def summarize_batch(inputs, labels):
     """Sums of the numbers and counts of each string column's values over a batch
     (numpy), added up over the training data."""
     del labels
-    numbers = inputs["numbers"].astype("float64")
-    sums = {
-        "count": len(numbers),
-        "sum": numbers.sum(axis=0),
-        "sum_of_squares": np.square(numbers).sum(axis=0),
-    }
+    sums = moments.column_sums(inputs["numbers"])
     for column in STRING_COLUMNS:
         values, counts = np.unique(inputs[column].astype(bytes), return_counts=True)
         sums[f"{column}_counts"] = {
@@ -98,8 +92,7 @@ def summarize_batch(inputs, labels):
 def statistics_from(sums):
     """The numbers' mean and variance, and each string column's vocabulary: its
     MAX_VOCABULARY most frequent values (ties in value order), for build_model."""
-    mean = sums["sum"] / sums["count"]
-    variance = np.maximum(sums["sum_of_squares"] / sums["count"] - np.square(mean), 0.0)
+    mean, variance = moments.mean_and_variance(sums)
     learned = {"mean": mean.tolist(), "variance": variance.tolist()}
     for column in STRING_COLUMNS:
         ranked = sorted(sums[f"{column}_counts"].items(), key=lambda item: (-item[1], item[0]))

@@ -12,14 +12,16 @@ statistics), `check_labels` refusing a value other than 0 or 1, and per-tag
 """
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, moments
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_FEATURES = 20
 NUM_LABELS = 5
-METRIC_NAME = "tag_accuracy"
+# A multi-label problem's loss, metric and exported outputs (heads.py): the
+# sigmoid cross-entropy averaged over the tags, the share of tags right, and
+# each tag's logit and probability.
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.multi_label(NUM_LABELS)
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 77
 # One record: a vector of features, the model's input (and what a client sends
@@ -54,26 +56,6 @@ def build_model(statistics):
         name="logits",
     )(x)
     return keras.Model(inputs, outputs, name="tagger")
-
-
-def per_example_loss(labels, logits):
-    """The sigmoid cross-entropy per example, averaged over its tags, in float32."""
-    logits = tf.cast(logits, tf.float32)
-    labels = tf.reshape(tf.cast(labels, tf.float32), tf.shape(logits))
-    return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels, logits), axis=-1)
-
-
-def per_example_metric(labels, logits):
-    """The share of an example's tags predicted right (a logit above 0 for a tag)."""
-    logits = tf.cast(logits, tf.float32)
-    labels = tf.reshape(tf.cast(labels, tf.float32), tf.shape(logits))
-    predicted = tf.cast(logits > 0, tf.float32)
-    return tf.reduce_mean(tf.cast(tf.equal(predicted, labels), tf.float32), axis=-1)
-
-
-def serving_outputs(logits):
-    """What the exported model returns: each tag's logit and probability."""
-    return {"logits": logits, "probabilities": tf.sigmoid(logits)}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -89,21 +71,14 @@ def check_labels(low, high):
 def summarize_batch(features, labels):
     """Per-feature sums and tag counts over a batch (numpy), added up over the
     training data."""
-    features = features.astype("float64")
-    return {
-        "count": len(features),
-        "sum": features.sum(axis=0),
-        "sum_of_squares": np.square(features).sum(axis=0),
-        "tag_counts": labels.astype("float64").sum(axis=0),
-    }
+    return {**moments.column_sums(features), "tag_counts": labels.sum(axis=0)}
 
 
 def statistics_from(sums):
     """The training data's per-feature mean and variance, and each tag's
     log-odds (a tag never or always seen: half an example's worth either way)."""
+    mean, variance = moments.mean_and_variance(sums)
     count = sums["count"]
-    mean = sums["sum"] / count
-    variance = np.maximum(sums["sum_of_squares"] / count - np.square(mean), 0.0)
     positive = np.clip(sums["tag_counts"], 0.5, count - 0.5)
     return {
         "mean": mean.tolist(),

@@ -13,9 +13,8 @@ tests on it.
 """
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, moments
 from {{ cookiecutter.package_name }}.compat import keras
 {%- set model_partial = "models/tabular_noisy.py" %}
 {% include "task/tabular.py" %}

@@ -13,13 +13,14 @@ target that is not finite, and a `prediction` from the exported model.
 """
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, moments
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_FEATURES = 8
-METRIC_NAME = "mean_absolute_error"
+# A regression's loss, metric and exported output (heads.py): the squared error,
+# the absolute error (lower is better), and the prediction.
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.regression()
 # Dropout after each hidden layer: it draws random numbers at every training step.
 DROPOUT_RATE = 0.1
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
@@ -54,25 +55,6 @@ def build_model(statistics):
         statistics["target_std"], offset=statistics["target_mean"], dtype="float32", name="target"
     )(x)
     return keras.Model(inputs, outputs, name="regressor")
-
-
-def per_example_loss(labels, predictions):
-    """The squared error per example, in float32 whatever the compute dtype. It is
-    on the target's scale: a target whose standard deviation is far from 1 wants
-    a learning rate divided by its variance, or this divided by it."""
-    predictions = tf.reshape(tf.cast(predictions, tf.float32), [-1])
-    return tf.square(predictions - tf.reshape(tf.cast(labels, tf.float32), [-1]))
-
-
-def per_example_metric(labels, predictions):
-    """The absolute error per example."""
-    predictions = tf.reshape(tf.cast(predictions, tf.float32), [-1])
-    return tf.abs(predictions - tf.reshape(tf.cast(labels, tf.float32), [-1]))
-
-
-def serving_outputs(predictions):
-    """What the exported model returns: the predicted target per example."""
-    return {"prediction": tf.reshape(predictions, [-1])}
 {%- if cookiecutter.data_source == "tfrecord" %}
 
 
@@ -89,29 +71,18 @@ def check_labels(low, high):
 def summarize_batch(features, targets):
     """Per-feature and target sums over a batch (numpy), added up over the
     training data."""
-    features = features.astype("float64")
-    targets = targets.astype("float64")
-    return {
-        "count": len(features),
-        "sum": features.sum(axis=0),
-        "sum_of_squares": np.square(features).sum(axis=0),
-        "target_sum": targets.sum(),
-        "target_sum_of_squares": np.square(targets).sum(),
-    }
+    return {**moments.column_sums(features), **moments.column_sums(targets, prefix="target_")}
 
 
 def statistics_from(sums):
     """The training data's per-feature mean and variance, and its target's mean
     and standard deviation, for build_model."""
-    count = sums["count"]
-    mean = sums["sum"] / count
-    variance = np.maximum(sums["sum_of_squares"] / count - np.square(mean), 0.0)
-    target_mean = float(sums["target_sum"]) / count
-    target_variance = float(sums["target_sum_of_squares"]) / count - target_mean**2
+    mean, variance = moments.mean_and_variance(sums)
+    target_mean, target_variance = moments.mean_and_variance(sums, prefix="target_")
     return {
         "mean": mean.tolist(),
         "variance": variance.tolist(),
-        "target_mean": target_mean,
+        "target_mean": float(target_mean),
         # A constant target would scale every prediction to it: 1 keeps it learnable.
         "target_std": float(np.sqrt(target_variance)) if target_variance > 0 else 1.0,
     }

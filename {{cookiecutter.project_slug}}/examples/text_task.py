@@ -17,15 +17,16 @@ a recurrent layer (`GRU`) over the words; 2 classes.
 import re
 
 import numpy as np
-import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_CLASSES = 2
-METRIC_NAME = "accuracy"
-# Plain cross-entropy (the classification partial's smoothing off).
-LABEL_SMOOTHING = 0.0
+# A classifier's loss, metric and exported outputs (heads.py): cross-entropy,
+# accuracy, logits and probabilities.
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
+    NUM_CLASSES
+)
 # Tokens a review is cut or padded to, the most frequent training words kept,
 # and the width of a word's embedding and of the recurrent layer.
 SEQUENCE_LENGTH = 16
@@ -64,8 +65,6 @@ def build_model(statistics):
     outputs = keras.layers.Dense(NUM_CLASSES, dtype="float32", name="logits")(x)
     return keras.Model(inputs, outputs, name="sentiment")
 
-
-{% include "partials/classification.py" %}
 
 def words_of(text):
     """A review's words as the model's TextVectorization splits them."""

@@ -149,6 +149,45 @@ def test_failed_infrastructure_exits_142_in_one_line_a_bug_1(tmp_path, error, st
         )
 
 
+# A command run with task.py lacking the names in argv[1] (comma-separated).
+TASK_LACKING = """
+import sys
+
+from {{ cookiecutter.package_name }} import cli, task
+
+for name in sys.argv[1].split(","):
+    delattr(task, name)
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "lacking, message",
+    [
+        (
+            "build_model,prepare_batch",
+            "error: task.py defines no build_model, prepare_batch - the README's 'Your own"
+            " model and data' says what each is, and examples/ holds complete tasks to copy",
+        ),
+        (
+            # A task written before FEATURES: its record format piece by piece, and
+            # not yet LABEL_SHAPE, which the framework asks of it since.
+            "FEATURES",
+            "error: task.py has no FEATURES, and defines no FORMAT, LABEL_SHAPE, LABEL_COLUMN and"
+            " 8 more - declare its record once in FEATURES (features.py) and delete its own"
+            " encode, parse_batch and the like; the README's",
+        ),
+    ],
+    ids=["a-problem-piece", "the-previous-interface"],
+)
+def test_a_task_lacking_a_piece_is_refused_in_one_line_by_every_command(tmp_path, lacking, message):
+    command = [sys.executable, "-c", TASK_LACKING, lacking, "export", "--model-dir", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(message), result.stderr[-3000:]
+
+
 def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):
     with native_startup_noise_hidden():
         os.write(2, b"I0000 00:00:1.5 7 port.cc:153] oneDNN custom operations are on.\n")

@@ -1,7 +1,7 @@
 """The training recipe (optimizer.py): the learning rate follows the global
 batch, warms up and decays by the optimizer's step; AdamW decays what it should;
 LAMB takes the paper's steps and resumes exactly; the weights' moving averages
-are kept in sync, checkpointed and used; the task's label smoothing.
+are kept in sync, checkpointed and used.
 (The equivalence tests check that 2 replicas x b get the rate of 1 device x 2b;
 test_resume.py that a run killed in its warmup resumes on the same rates.)"""
 
@@ -14,7 +14,7 @@ from conftest import LOOPS, assert_in_sync, assert_losses_alike, trainable_weigh
 from keras import Variable as Keras3Variable
 from keras.optimizers import Lamb as Keras3Lamb
 
-from {{ cookiecutter.package_name }} import TrainerError, statistics, task
+from {{ cookiecutter.package_name }} import TrainerError, statistics
 from {{ cookiecutter.package_name }}.compat import keras
 from {{ cookiecutter.package_name }}.config import TrainConfig
 from {{ cookiecutter.package_name }}.lamb import Lamb
@@ -338,14 +338,3 @@ def test_weight_averages_are_in_sync_checkpointed_evaluated_and_final(
     for weight, trained in zip(weights, trainable_weights(plain["weights_path"]), strict=True):
         np.testing.assert_allclose(weight, trained, rtol=0, atol=1e-6)
     assert not all(np.allclose(a, w, atol=1e-5) for a, w in zip(averages, weights, strict=True))
-
-
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-def test_the_loss_is_the_cross_entropy_against_the_smoothed_label(monkeypatch, smoothing):
-    monkeypatch.setattr(task, "LABEL_SMOOTHING", smoothing)
-    logits = np.linspace(-1.0, 2.0, task.NUM_CLASSES, dtype=np.float32)[None]
-    target = np.full(task.NUM_CLASSES, smoothing / task.NUM_CLASSES)
-    target[1] += 1 - smoothing
-    expected = -np.sum(target * tf.nn.log_softmax(logits)[0].numpy())
-    loss = task.per_example_loss(tf.constant([1]), tf.constant(logits))
-    np.testing.assert_allclose(loss.numpy(), [expected], rtol=1e-6)

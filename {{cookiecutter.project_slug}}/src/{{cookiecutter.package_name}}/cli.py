@@ -206,6 +206,9 @@ def main(argv=None):
             # Before TensorFlow loads: a preemption notice during start-up counts too.
             preemption.catch_from_start()
             start_tensorflow(args.verbose)
+            from {{ cookiecutter.package_name }}.task_contract import check_task
+
+            check_task()
         status = args.handler(args)
         if status == preemption.PREEMPTED_EXIT_STATUS:
             last_words(status, "preempted: saved after SIGTERM")

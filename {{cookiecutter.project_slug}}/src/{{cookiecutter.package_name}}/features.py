@@ -159,6 +159,23 @@ class Image(Text):
     def from_text(self, cells):
         raise ValueError(f"{cells[0][0]} is for an Image field - import images with import-images")
 
+    def shapes(self, encoded, decode=True):
+        """Each JPEG's shape as training decodes it (3 channels): decoding all of
+        it with training's decoder (the whole image as the crop window), so that
+        a truncated or corrupt image fails in `index`, not at the step that first
+        crops it; with decode=False, from its header alone."""
+
+        def decoded_shape(jpeg):
+            height, width = tf.unstack(tf.io.extract_jpeg_shape(jpeg)[:2])
+            window = tf.stack([0, 0, height, width])
+            return tf.shape(tf.io.decode_and_crop_jpeg(jpeg, window, channels=3))
+
+        return tf.map_fn(
+            decoded_shape if decode else tf.io.extract_jpeg_shape,
+            encoded,
+            fn_output_signature=tf.TensorSpec([3], tf.int32),
+        )
+
     def describe(self):
         return "JPEG"
 
@@ -239,20 +256,22 @@ class Record:
         by_name = {name: field.parsed(parsed[name]) for name, field in self.inputs.items()}
         return self.model_inputs(by_name), self.label.parsed(parsed[self.label_name])
 
-    def describe_batch(self, records):
+    def describe_batch(self, records, decode=True):
         """What `index` learns from a batch of records, whatever they hold: each
-        record's count of values in each input field, its count of label values,
-        and the labels."""
-        parsed = tf.io.parse_example(
-            records,
-            {
-                name: tf.io.RaggedFeature(field.stored())
-                for name, field in {**self.inputs, self.label_name: self.label}.items()
-            },
-        )
-        counts = tf.stack([parsed[name].row_lengths() for name in self.inputs], axis=1)
+        record's count of values in each input field (a record of one image: the
+        image's shape, see Image.shapes), its count of label values, and the
+        labels."""
+        specs = {name: tf.io.RaggedFeature(field.stored()) for name, field in self.fields.items()}
+        image = next(iter(self.inputs.values())) if len(self.inputs) == 1 else None
+        if isinstance(image, Image):
+            specs[next(iter(self.inputs))] = tf.io.FixedLenFeature([], tf.string, default_value="")
+        parsed = tf.io.parse_example(records, specs)
         labels = parsed[self.label_name]
-        return counts, labels.row_lengths(), labels.flat_values
+        if isinstance(image, Image):
+            described = image.shapes(parsed[next(iter(self.inputs))], decode)
+        else:
+            described = tf.stack([parsed[name].row_lengths() for name in self.inputs], axis=1)
+        return described, labels.row_lengths(), labels.flat_values
 
     @property
     def input_values(self):

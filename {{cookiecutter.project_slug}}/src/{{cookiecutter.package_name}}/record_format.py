@@ -19,7 +19,7 @@ def own_or_derived(name, derive):
     if FEATURES is None:
         raise TrainerError(
             f"task.py has no FEATURES declaration to derive {name} from - declare its"
-            " record (see the sample task.py, or examples/)"
+            f" record once in FEATURES (features.py), as the sample task.py does, or define {name}"
         )
     return derive(FEATURES)
 

@@ -19,16 +19,11 @@ Its data:
   (record_format.py names them: `encode`, `parse_batch`, `check_labels`...).
 {%- else %}
   inputs (here an image's JPEG bytes, and a class index). From it the framework
-  writes records (`make-data`, `import-images`), checks a ClassLabel's labels in
-  `index` (each a class) and parses a batch of records at a time in `train`.
-  This format needs more, and defines those pieces itself (record_format.py
-  names them all):
-{%- if cookiecutter.data_source == "tfrecord" %}
-  `describe_batch(records)`, what `index` checks of each record: its image
-  decodes, with all of training's decoder, so a corrupt JPEG is named there and
-  not at the step that first crops it;
-{%- endif %}
-  `SERVING_INPUT`, the name a client sends JPEG bytes under.
+  writes records (`make-data`, `import-images`), checks them in `index` (each
+  image decodes, and each label is a class) and parses a batch of records at a
+  time in `train`. A format that needs more defines the piece itself
+  (record_format.py names them): here `SERVING_INPUT`, the name a client sends
+  JPEG bytes under.
 {%- endif %}
 - `sample_examples(num_examples, seed)`: seeded (inputs, labels) arrays: the
   sample data, the GPU smoke test's batches, the tests' examples.
@@ -66,8 +61,10 @@ Everything random in `prepare_batch` draws from `keys`
 """
 
 import numpy as np
+{%- if cookiecutter.task == "image" %}
 import tensorflow as tf
+{%- endif %}
 
-from {{ cookiecutter.package_name }} import features
+from {{ cookiecutter.package_name }} import features, heads, {% if cookiecutter.task == "image" %}image_ops, {% endif %}moments
 from {{ cookiecutter.package_name }}.compat import keras
 {% include "task/" ~ cookiecutter.task ~ ".py" %}
