@@ -45,10 +45,16 @@ def labelled_images(source):
         for name in tf.io.gfile.listdir(source)
         if tf.io.gfile.isdir(os.path.join(source, name))
     )
-    if len(classes) != NUM_CLASSES:
+    num_classes = FEATURES.num_classes if FEATURES else None
+    if num_classes is None:
         raise ConversionError(
-            f"{source} has {len(classes)} class folders, the task has {NUM_CLASSES} classes -"
-            " give one folder per class, or change the label's class count in task.py"
+            "import-images labels images by their folder: task.py's FEATURES must declare"
+            " the label a ClassLabel"
+        )
+    if len(classes) != num_classes:
+        raise ConversionError(
+            f"{source} has {len(classes)} class folders, the task has {num_classes} classes -"
+            " give one folder per class, or change the ClassLabel's class count in task.py"
         )
     images = [
         (os.path.join(source, name, file), label)

@@ -25,10 +25,10 @@ CROP_ASPECT_RATIO = (3 / 4, 4 / 3)
 CENTRAL_FRACTION = 0.875
 # The sample task is fixed (its own seed); --seed changes shuffling and init.
 SAMPLE_TASK_SEED = 1234
-# One record, in the layout of the ImageNet conversion scripts of
-# tensorflow/models and the TPU reference models, so existing shards train as
-# they are (1-based labels: --label-offset 1): an image's JPEG bytes (the model's
-# input, decoded by prepare_batch) and its class.
+# One record: the two fields training reads of the ImageNet conversion scripts'
+# layout (tensorflow/models, the TPU reference models), so existing shards train
+# as they are (1-based labels: --label-offset 1): an image's JPEG bytes (the
+# model's input, decoded by prepare_batch) and its class.
 FEATURES = features.Record(
     {
         "image/encoded": features.Image(),

@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.data import (
     training_input,
     worker_batches,
 )
-from {{ cookiecutter.package_name }}.record_format import NUM_CLASSES
+from {{ cookiecutter.package_name }}.record_format import FEATURES
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 
@@ -304,9 +304,9 @@ def test_the_sample_task_is_fixed():
         np.testing.assert_array_equal(left, right)
 
 
-@pytest.mark.skipif(NUM_CLASSES is None, reason="the task's labels are not classes")
+@pytest.mark.skipif(not FEATURES or not FEATURES.num_classes, reason="the labels are not classes")
 def test_the_sample_task_draws_every_class_it_has():
     _, labels = sample_examples(2000, seed=0)
     # Every class, each well represented (and none beyond them).
-    counts = np.bincount(labels, minlength=NUM_CLASSES)
-    assert len(counts) == NUM_CLASSES and counts.min() > 0.05 * len(labels), counts
+    counts = np.bincount(labels, minlength=FEATURES.num_classes)
+    assert len(counts) == FEATURES.num_classes and counts.min() > 0.05 * len(labels), counts

@@ -162,6 +162,36 @@ def test_an_image_is_stored_as_a_jpeg_and_a_jpeg_file_as_it_is():
 
 
 @pytest.mark.parametrize(
+    "image, message",
+    [
+        (np.zeros((4, 4, 3), np.float32), r"uint8 pixels \(height, width, 1 or 3\), not float32"),
+        (np.zeros((4, 4), np.uint8), r"uint8 pixels .*, not uint8\[4, 4\]"),
+        (b"\x89PNG\r\n\x1a\n", "a JPEG file's bytes, not another format's"),
+    ],
+    ids=["floats", "no-channels", "png"],
+)
+def test_an_image_the_record_cannot_hold_is_refused(image, message):
+    record = features.Record({"image": features.Image(), "y": features.ClassLabel(2)}, label="y")
+    with pytest.raises(ValueError, match=message):
+        record.encode(image, 1)
+
+
+def test_the_formats_existing_manifests_name_are_described_as_they_were():
+    # A manifest records its format's description: the samples' must not change.
+    tabular = features.Record(
+        {"features": features.Tensor((20,)), "label": features.ClassLabel(4)}, label="label"
+    )
+    assert tabular.description == "tf.train.Example: features float32[N], label int64"
+    imagenet = features.Record(
+        {"image/encoded": features.Image(), "image/class/label": features.ClassLabel(4)},
+        label="image/class/label",
+    )
+    assert imagenet.description == "tf.train.Example: image/encoded JPEG, image/class/label int64"
+    # Its served input is named without the "/" a signature cannot hold.
+    assert imagenet.serving_input().name == "image_encoded"
+
+
+@pytest.mark.parametrize(
     "fields, label, message",
     [
         ({"x": features.Tensor()}, "y", r"label 'y' is not one of the fields \['x'\] of task"),

@@ -20,8 +20,10 @@ def test_classification_is_the_cross_entropy_against_the_smoothed_label(smoothin
         loss = head.per_example_loss(tf.constant(labels), tf.constant(logits, tf.float16))
         assert loss.dtype == tf.float32
         np.testing.assert_allclose(loss.numpy(), expected, rtol=2e-3)
-    metric = head.per_example_metric(tf.constant([3, 1]), tf.constant(logits))
-    assert head.metric_name == "accuracy" and metric.numpy().tolist() == [1.0, 0.0]
+    for labels in ([3, 1], [[3], [1]]):
+        metric = head.per_example_metric(tf.constant(labels), tf.constant(logits))
+        assert metric.numpy().tolist() == [1.0, 0.0]
+    assert head.metric_name == "accuracy"
     outputs = head.serving_outputs(tf.constant(logits))
     np.testing.assert_allclose(outputs["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-6)
 

@@ -13,7 +13,11 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }}.importing import ConversionError, import_images
 from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
-from {{ cookiecutter.package_name }}.task import NUM_CLASSES, sample_examples
+from {{ cookiecutter.package_name }}.record_format import FEATURES
+from {{ cookiecutter.package_name }}.task import sample_examples
+
+# import-images takes a folder for each of the ClassLabel's classes.
+NUM_CLASSES = FEATURES.num_classes
 
 # Folder names in an order other than the sample task's labels: classes are
 # numbered by name, as image_dataset_from_directory numbers them.

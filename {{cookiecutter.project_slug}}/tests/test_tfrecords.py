@@ -9,7 +9,7 @@ import numpy as np
 {% endif -%}
 import pytest
 import tensorflow as tf
-from conftest import each_example, encoded, write_shards
+from conftest import each_example, encoded, {% if cookiecutter.task == "image" %}sample_statistics, {% endif %}write_shards
 
 from {{ cookiecutter.package_name }} import sources as project_sources
 from {{ cookiecutter.package_name }}.config import TrainConfig
@@ -26,7 +26,7 @@ from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE, SERVING_I
 {%- endif %}
 from {{ cookiecutter.package_name }}.sources import RecordSource, load_sources, make_data
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.task import prepare_batch, sample_examples
+from {{ cookiecutter.package_name }}.task import build_model, prepare_batch, sample_examples
 {%- else %}
 from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
@@ -82,7 +82,8 @@ def test_parse_batch_parses_a_batch_of_records(tmp_path):
     keys = tf.stack([tf.zeros(6, tf.int64), tf.range(6, dtype=tf.int64)], axis=1)
     cropped, same_labels = parse_batch(records, keys)
     # The model's inputs, as the sample's decoded images give them.
-    assert central.shape == cropped.shape == prepare_batch(images).shape
+    model_input = tuple(build_model(sample_statistics()).input_shape[1:])
+    assert central.shape == cropped.shape == prepare_batch(images).shape == (6, *model_input)
     assert central.dtype == cropped.dtype == tf.uint8 and labels.dtype == tf.int32
     np.testing.assert_array_equal(labels, same_labels)
     # Evaluation's central crops are fixed; training's crops come from the keys.

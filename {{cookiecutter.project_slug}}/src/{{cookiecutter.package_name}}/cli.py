@@ -49,6 +49,7 @@ from {{ cookiecutter.package_name }}.config import (
     value_type,
 )
 from {{ cookiecutter.package_name }}.startup import start_tensorflow
+from {{ cookiecutter.package_name }}.task_contract import check_task
 
 PROG = "{{ cookiecutter.project_slug }}"
 
@@ -204,11 +205,9 @@ def main(argv=None):
     try:
         if args.needs_tensorflow:
             # Before TensorFlow loads: a preemption notice during start-up counts too.
+            check_task()
             preemption.catch_from_start()
             start_tensorflow(args.verbose)
-            from {{ cookiecutter.package_name }}.task_contract import check_task
-
-            check_task()
         status = args.handler(args)
         if status == preemption.PREEMPTED_EXIT_STATUS:
             last_words(status, "preempted: saved after SIGTERM")

@@ -26,6 +26,9 @@ import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError
 
+# Every JPEG file starts so (the start-of-image marker, then another marker).
+JPEG_START = b"\xff\xd8\xff"
+
 
 class DeclarationError(TrainerError, ValueError):
     """A FEATURES declaration that cannot describe a record (task.py's import stops)."""
@@ -151,10 +154,23 @@ class Image(Text):
 
     def feature(self, value):
         """A JPEG file's bytes, kept as they are (encoding again would lose detail
-        and time), or a uint8 array (height, width, 3), encoded as one."""
-        if not isinstance(value, bytes):
-            value = tf.io.encode_jpeg(np.asarray(value, np.uint8), quality=95).numpy()
-        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        and time), or uint8 pixels (height, width, 1 or 3), encoded as one."""
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value)
+            if not value.startswith(JPEG_START):
+                raise ValueError(
+                    "an Image field takes a JPEG file's bytes, not another format's - decode"
+                    " it and give its pixels (uint8), which are encoded as a JPEG"
+                )
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        pixels = np.asarray(value)
+        if pixels.dtype != np.uint8 or pixels.ndim != 3 or pixels.shape[-1] not in (1, 3):
+            raise ValueError(
+                f"an Image field takes uint8 pixels (height, width, 1 or 3), not"
+                f" {pixels.dtype}{list(pixels.shape)} - scale to 0..255 and cast to uint8"
+            )
+        jpeg = tf.io.encode_jpeg(pixels, quality=95).numpy()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg]))
 
     def from_text(self, cells):
         raise ValueError(f"{cells[0][0]} is for an Image field - import images with import-images")
@@ -317,8 +333,9 @@ class Record:
 
     def serving_input(self):
         """The serving signature's input: what a client sends, a batch of inputs."""
+        # A signature's input name cannot hold a "/" ("image/encoded").
         specs = {
-            name: tf.TensorSpec([None, *field.shape], field.dtype, name=name)
+            name: tf.TensorSpec([None, *field.shape], field.dtype, name=name.replace("/", "_"))
             for name, field in self.inputs.items()
         }
         return self.model_inputs(specs)

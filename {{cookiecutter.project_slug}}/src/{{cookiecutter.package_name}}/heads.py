@@ -6,9 +6,10 @@ RegressionHead). A task takes its problem's head:
         heads.classification(NUM_CLASSES, label_smoothing=0.1)
     )
 
-or writes these itself for another problem (examples/token_task.py does: its
-metric is top-2 accuracy). Each computes in float32 whatever the compute dtype:
-float16 loses the softmax's and the loss's precision.
+or writes these itself for another problem (a tabular project's
+examples/token_task.py does: its metric is top-2 accuracy). Each computes in
+float32 whatever the compute dtype: float16 loses the softmax's and the loss's
+precision.
 """
 
 import collections
@@ -41,7 +42,8 @@ def classification(num_classes, label_smoothing=0.0):
 
     def per_example_metric(labels, logits):
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int64)
-        return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int64)), tf.float32)
+        labels = tf.reshape(tf.cast(labels, tf.int64), tf.shape(predictions))
+        return tf.cast(tf.equal(predictions, labels), tf.float32)
 
     def serving_outputs(logits):
         return {"logits": logits, "probabilities": tf.nn.softmax(logits)}

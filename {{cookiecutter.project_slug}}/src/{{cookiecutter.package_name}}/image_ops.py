@@ -3,10 +3,10 @@ tensorflow/models' vision preprocess_ops): in training, a random box of a
 random share of the image and aspect ratio (the Inception crop), resized and
 flipped at random; in evaluation and serving, the central crop, resized.
 
-Images come decoded (uint8) or as JPEG bytes, decoded only as far as the crop
-needs (tf.io.decode_and_crop_jpeg: a quarter of an ImageNet image's decoding,
-on average). Every random choice comes from the example's stateless key, so a
-resumed run crops as an uninterrupted one would.
+Images come decoded (uint8, 3 channels) or as JPEG bytes, of which training
+decodes only the crop's part (tf.io.decode_and_crop_jpeg). Every random choice
+comes from the example's stateless key, so a resumed run crops as an
+uninterrupted one would.
 """
 
 import tensorflow as tf
@@ -31,7 +31,7 @@ def training_crops(images, keys, size, area=(0.08, 1.0), aspect_ratio=(3 / 4, 4 
             window = tf.stack([begin[0], begin[1], box[0], box[1]])
             part = tf.io.decode_and_crop_jpeg(image, window, channels=3)
         else:
-            part = tf.slice(image, begin, box)
+            part = tf.slice(image, begin, [box[0], box[1], 3])
         resized = tf.image.resize(part, [size, size])
         return as_pixels(tf.image.stateless_random_flip_left_right(resized, seed=key[::-1]))
 

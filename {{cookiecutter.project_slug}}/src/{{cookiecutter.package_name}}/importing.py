@@ -44,7 +44,7 @@ import random
 
 from {{ cookiecutter.package_name }} import TrainerError, manifest
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import NUM_CLASSES, encode
+from {{ cookiecutter.package_name }}.record_format import FEATURES, encode
 from {{ cookiecutter.package_name }}.startup import start_conversion_process
 {%- else %}
 from {{ cookiecutter.package_name }}.record_format import (

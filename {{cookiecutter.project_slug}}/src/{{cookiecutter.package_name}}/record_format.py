@@ -3,8 +3,8 @@ own function or constant where it defines one, else what its FEATURES
 declaration derives (features.py).
 
 A task declares its record once and defines none of these; one whose format
-needs more (the ImageNet layout: JPEG bytes decoded a crop at a time) defines
-the pieces it changes, and the rest still come from the declaration.
+needs more defines the pieces it changes (the image task: its SERVING_INPUT's
+name), and the rest still come from the declaration.
 """
 
 from {{ cookiecutter.package_name }} import TrainerError, task
@@ -19,7 +19,8 @@ def own_or_derived(name, derive):
     if FEATURES is None:
         raise TrainerError(
             f"task.py has no FEATURES declaration to derive {name} from - declare its"
-            f" record once in FEATURES (features.py), as the sample task.py does, or define {name}"
+            " record once in FEATURES (features.py), as the sample task.py does (a task"
+            f" written before FEATURES: its own record functions may stay), or define {name}"
         )
     return derive(FEATURES)
 
@@ -50,7 +51,6 @@ DERIVED = {
     "LABEL_SHAPE": lambda features: features.label_shape,
     "LABEL_COLUMN": lambda features: features.label_name,
     "INPUT_VALUES": lambda features: features.input_values,
-    "NUM_CLASSES": lambda features: features.num_classes,
     "SERVING_INPUT": lambda features: features.serving_input(),
     "encode": lambda features: features.encode,
     "parse_batch": derived_parse_batch,

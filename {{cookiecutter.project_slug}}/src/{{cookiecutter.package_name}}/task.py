@@ -19,11 +19,16 @@ Its data:
   (record_format.py names them: `encode`, `parse_batch`, `check_labels`...).
 {%- else %}
   inputs (here an image's JPEG bytes, and a class index). From it the framework
+{%- if cookiecutter.data_source == "tfrecord" %}
   writes records (`make-data`, `import-images`), checks them in `index` (each
-  image decodes, and each label is a class) and parses a batch of records at a
-  time in `train`. A format that needs more defines the piece itself
-  (record_format.py names them): here `SERVING_INPUT`, the name a client sends
-  JPEG bytes under.
+  image decodes, and each label is a class), parses a batch of records at a
+  time in `train`, and takes what a client sends the exported model.
+{%- else %}
+  takes what a client sends the exported model (and a TFRecord project's
+  commands write, check and parse records).
+{%- endif %} A format
+  that needs more defines the piece itself (record_format.py names them): here
+  `SERVING_INPUT`, the name a client sends JPEG bytes under.
 {%- endif %}
 - `sample_examples(num_examples, seed)`: seeded (inputs, labels) arrays: the
   sample data, the GPU smoke test's batches, the tests' examples.
