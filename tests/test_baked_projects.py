@@ -378,12 +378,11 @@ def passes_its_own_tests(project, pytest_arguments):
 # evaluation, export and doctor tests unchanged. The examples: another problem
 # (token ids, not float features; an Embedding model; 5 classes; its own record
 # format and augmentation; top-2 accuracy), a regression (a float target, its
-# own loss, metric, label check and serving outputs), a multi-label problem (a
-# label of shape (5,)), a model of numeric and string columns from its CSV to
-# serving, and models with random layers (the
-# sample classifier with Gaussian noise and dropout; the image model with
-# augmentation layers), whose exact resume, per-replica draws and equivalence
-# with one device are what the random-layer machinery is for.
+# head, label check and dropout, on tf_keras), a multi-label problem (a label
+# of shape (5,)), a model of numeric and string columns from its CSV to
+# serving, raw text, and a deep backbone after augmentation layers: random
+# layers of both Keras packages, whose exact resume, per-replica draws and
+# equivalence with one device are what the random-layer machinery is for.
 SECOND_TASK = {
     "task": "tabular",
     "training_loop": "both",
@@ -395,9 +394,10 @@ SECOND_TASK = {
     "tracking": "tensorboard",
 }
 EXAMPLES = {
-    # A deep keras.applications backbone (MobileNetV3Small), whose float rounding
-    # grows through its layers step after step; trained from class folders. The
-    # heaviest, so first: the two test workers (make test) finish together.
+    # A deep keras.applications backbone (MobileNetV3Small) after Keras 3's Random*
+    # augmentation layers, whose float rounding grows through its layers step
+    # after step; trained from class folders. The heaviest, so first: the two
+    # test workers finish together.
     "backbone_task.py": {
         **SECOND_TASK,
         "task": "image",
@@ -405,24 +405,15 @@ EXAMPLES = {
         "mixed_precision": "no",
     },
     "token_task.py": SECOND_TASK,
-    # A regression (float targets, MSE, MAE, Dropout), trained from its own CSV.
-    "regression_task.py": SECOND_TASK,
+    # A regression (float targets, MSE, MAE), trained from its own CSV; its
+    # Dropout on tf_keras (random layers by its tf.random.Generator path), both loops.
+    "regression_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
     # Multi-label (a 0/1 vector per example, sigmoid cross-entropy per tag).
     "multilabel_task.py": SECOND_TASK,
     # Several inputs, numbers and strings (vocabularies learned), from a CSV to serving.
     "mixed_inputs_task.py": SECOND_TASK,
     # Raw text: a vocabulary of the training split's words, an Embedding and a GRU.
     "text_task.py": SECOND_TASK,
-    # Random layers on tf_keras (its tf.random.Generator path), both loops.
-    "noisy_task.py": {**SECOND_TASK, "keras_package": "tf_keras", "mixed_precision": "no"},
-    # Keras 3's Random* augmentation layers, on the image model.
-    "augmented_task.py": {
-        **SECOND_TASK,
-        "task": "image",
-        "training_loop": "custom",
-        "data_source": "synthetic",
-        "mixed_precision": "no",
-    },
 }
 TASK_AGNOSTIC_TESTS = (
     "test_fit.py",

@@ -1,3 +1,5 @@
+{% include "models/resnet.py" %}
+
 def build_model(statistics):
     """A small ResNet-style classifier of uint8 images, returning logits. Pixels are
     standardized with the training images' per-channel mean and variance

@@ -6,6 +6,11 @@
 # of steps.
 BACKBONE_BATCH_NORM_MOMENTUM = 0.9
 DROPOUT_RATE = 0.2
+# The model's own augmentation, after prepare_batch's random crops and flips:
+# Keras layers that draw from their own generators in training, and do nothing
+# in evaluation and export. Translations move the image by up to this share of
+# its height and width.
+TRANSLATION = 0.1
 
 
 def synchronized(layer):
@@ -19,8 +24,9 @@ def synchronized(layer):
 
 def build_model(statistics):
     """MobileNetV3Small on the images standardized with the training images'
-    per-channel mean and variance (`statistics`, from statistics_from), then
-    global pooling, dropout and the logits."""
+    per-channel mean and variance (`statistics`, from statistics_from) and
+    flipped and translated at random, then global pooling, dropout and the
+    logits."""
     backbone = keras.applications.MobileNetV3Small(
         input_shape=(IMAGE_SIZE, IMAGE_SIZE, 3),
         include_top=False,
@@ -31,6 +37,8 @@ def build_model(statistics):
     synchronized_backbone.set_weights(backbone.get_weights())  # pretrained ones, if asked for
     inputs = keras.Input(shape=(IMAGE_SIZE, IMAGE_SIZE, 3), dtype="uint8", name="images")
     x = keras.layers.Normalization(mean=statistics["mean"], variance=statistics["variance"])(inputs)
+    x = keras.layers.RandomFlip("horizontal")(x)
+    x = keras.layers.RandomTranslation(TRANSLATION, TRANSLATION)(x)
     x = keras.layers.GlobalAveragePooling2D()(synchronized_backbone(x))
     x = keras.layers.Dropout(DROPOUT_RATE)(x)
     # float32 logits keep the softmax and the loss numerically stable under mixed

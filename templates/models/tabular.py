@@ -2,11 +2,7 @@ def build_model(statistics):
     """A small MLP classifier returning logits, of features standardized with the
     training data's mean and variance (`statistics`, from statistics_from)."""
     inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
-    # Standardized in float32: a raw value over 256 (a variance over 65,504)
-    # overflows float16 under mixed precision.
-    x = keras.layers.Normalization(
-        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
-    )(inputs)
+    x = moments.normalization(statistics)(inputs)
     for width in (64, 64):
         x = keras.layers.Dense(
             width, activation="relu", kernel_regularizer=keras.regularizers.L2(1e-4)

@@ -41,8 +41,6 @@ FEATURES = features.Record(
 SERVING_INPUT = tf.TensorSpec([None], tf.string, name="image_bytes")
 
 
-{% include "models/resnet.py" %}
-
 {% include model_partial | default("models/image.py") %}
 
 def summarize_batch(images, labels):

@@ -22,7 +22,7 @@ FEATURES = features.Record(
 )
 
 
-{% include model_partial | default("models/tabular.py") %}
+{% include "models/tabular.py" %}
 
 def summarize_batch(features, labels):
     """Per-feature sums over a batch (numpy), added up over the training data."""

@@ -1,6 +1,9 @@
 """A worked example: a deep model users bring, a keras.applications backbone
-(MobileNetV3Small, its 34 BatchNormalization layers rebuilt synchronized) with a
-dropout head; the data, loss, metric and record format are the sample task's.
+(MobileNetV3Small, its 34 BatchNormalization layers rebuilt synchronized) after
+Keras' augmentation layers (random flips and translations: each replica, on
+every worker, draws its own, and a run killed mid-epoch resumes to the weights
+of an uninterrupted one), with a dropout head; the data, loss, metric and
+record format are the sample task's.
 
 Copy it over
 src/{{ cookiecutter.package_name }}/task.py

@@ -22,8 +22,7 @@ from {{ cookiecutter.package_name }}.compat import keras
 NUMERIC_COLUMNS = ("age", "income", "visits")
 STRING_COLUMNS = ("city", "device")
 NUM_CLASSES = 3
-# A classifier's loss, metric and exported outputs (heads.py): cross-entropy,
-# accuracy, logits and probabilities.
+# A classifier's head (heads.py): cross-entropy over the classes, accuracy.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
     NUM_CLASSES
 )
@@ -58,11 +57,7 @@ def build_model(statistics):
         "numbers": keras.Input(shape=(len(NUMERIC_COLUMNS),), name="numbers"),
         **{column: keras.Input(shape=(), dtype="string", name=column) for column in STRING_COLUMNS},
     }
-    # Standardized in float32: a raw income overflows float16 (at 65,504).
-    standardize = keras.layers.Normalization(
-        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
-    )
-    parts = [standardize(inputs["numbers"])]
+    parts = [moments.normalization(statistics)(inputs["numbers"])]
     for column in STRING_COLUMNS:
         vocabulary = statistics[f"{column}_vocabulary"]
         indices = keras.layers.StringLookup(vocabulary=vocabulary, num_oov_indices=1)(

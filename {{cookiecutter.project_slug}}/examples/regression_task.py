@@ -41,11 +41,7 @@ def build_model(statistics):
     mean and variance, predicting the standardized target: its one output is
     scaled back by the training target's standard deviation and mean."""
     inputs = keras.Input(shape=(NUM_FEATURES,), name="features")
-    # Standardized in float32: a raw value over 256 (a variance over 65,504)
-    # overflows float16 under mixed precision.
-    x = keras.layers.Normalization(
-        mean=statistics["mean"], variance=statistics["variance"], dtype="float32"
-    )(inputs)
+    x = moments.normalization(statistics)(inputs)
     for width in (64, 64):
         x = keras.layers.Dense(width, activation="relu")(x)
         x = keras.layers.Dropout(DROPOUT_RATE)(x)

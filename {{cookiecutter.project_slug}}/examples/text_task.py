@@ -22,17 +22,16 @@ from {{ cookiecutter.package_name }} import features, heads
 from {{ cookiecutter.package_name }}.compat import keras
 
 NUM_CLASSES = 2
-# A classifier's loss, metric and exported outputs (heads.py): cross-entropy,
-# accuracy, logits and probabilities.
-METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
-    NUM_CLASSES
-)
 # Tokens a review is cut or padded to, the most frequent training words kept,
 # and the width of a word's embedding and of the recurrent layer.
 SEQUENCE_LENGTH = 16
 MAX_VOCABULARY = 20_000
 EMBEDDING_WIDTH = 16
 RECURRENT_UNITS = 16
+# Cross-entropy, accuracy, logits and probabilities (heads.py).
+METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
+    NUM_CLASSES
+)
 # What TextVectorization's "lower_and_strip_punctuation" strips.
 PUNCTUATION = re.compile(r"[!\"#$%&()\*\+,\-\./:;<=>?@\[\\\]^_`{|}~']")
 # The sample task is fixed (its own seed); --seed changes shuffling and init.

@@ -45,14 +45,10 @@ def build_model(statistics):
     x = keras.layers.Embedding(VOCABULARY_SIZE, 16)(inputs)
     x = keras.layers.GlobalAveragePooling1D()(x)
     x = keras.layers.Dense(32, activation="relu")(x)
+    prior = keras.initializers.Constant(statistics["log_prior"])
     # float32 logits keep the softmax and the loss stable under mixed precision.
-    outputs = keras.layers.Dense(
-        NUM_CLASSES,
-        dtype="float32",
-        bias_initializer=keras.initializers.Constant(statistics["log_prior"]),
-        name="logits",
-    )(x)
-    return keras.Model(inputs, outputs, name="topics")
+    logits = keras.layers.Dense(NUM_CLASSES, bias_initializer=prior, dtype="float32")(x)
+    return keras.Model(inputs, logits, name="topics")
 
 
 def per_example_loss(labels, logits):
