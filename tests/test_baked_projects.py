@@ -117,6 +117,7 @@ FRAMEWORK_TESTS = (
     "test_heads.py",
     "test_kubernetes.py",
     "test_preflight.py",
+    "test_progress.py",
     "test_recipe.py",
     "test_run_settings.py",
     "test_slurm.py",

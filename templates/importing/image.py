@@ -32,7 +32,7 @@ def import_images(
     random.Random(seed + 1).shuffle(train)  # every shard holds every class
     jobs = shard_jobs(output_dir, "train", train, num_files)
     jobs += shard_jobs(output_dir, "eval", sorted(evaluation), None)
-    convert(jobs, write_image_shard, workers)
+    convert(jobs, write_image_shard, workers, "import-images")
     return classes, manifest.index(output_dir)
 
 

@@ -77,8 +77,8 @@ def import_csv(
             target = os.path.join(output_dir, shard_name(split, shard, shards[split]))
             writes.append(((shard_parts, (seed, split_index, shard)), target))
     try:
-        run_all(deal_rows, deals, workers)
-        convert(writes, write_shuffled_shard, workers)
+        run_all(deal_rows, deals, workers, "import-csv: reading", "file groups")
+        convert(writes, write_shuffled_shard, workers, "import-csv: writing")
     finally:
         for part in tf.io.gfile.glob(os.path.join(output_dir, ".part-*")):
             tf.io.gfile.remove(part)

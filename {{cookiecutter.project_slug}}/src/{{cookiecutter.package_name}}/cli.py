@@ -48,6 +48,7 @@ from {{ cookiecutter.package_name }}.config import (
     load_config,
     value_type,
 )
+from {{ cookiecutter.package_name }}.progress import ProgressAwareHandler
 from {{ cookiecutter.package_name }}.startup import start_tensorflow
 from {{ cookiecutter.package_name }}.task_contract import check_task
 
@@ -201,7 +202,11 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     # The check commands print only their PASS/FAIL lines (and warnings).
     quiet = args.command in ("doctor", "gpu-smoke")
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format="%(message)s")
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO,
+        format="%(message)s",
+        handlers=[ProgressAwareHandler()],
+    )
     try:
         if args.needs_tensorflow:
             # Before TensorFlow loads: a preemption notice during start-up counts too.

@@ -36,6 +36,7 @@ from {{ cookiecutter.package_name }}.attempts import NoProgress
 from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, fingerprint, remove_worker_dir
 from {{ cookiecutter.package_name }}.compat import KERAS_PACKAGE
 from {{ cookiecutter.package_name }}.optimizer import describe_scaling, large_batch_note, scaling_rule
+from {{ cookiecutter.package_name }}.progress import Progress
 from {{ cookiecutter.package_name }}.replica_sync import ReplicaSync
 from {{ cookiecutter.package_name }}.strategy import is_chief, make_any_worker, worker_count
 from {{ cookiecutter.package_name }}.task import METRIC_NAME
@@ -221,64 +222,75 @@ class Controller:
         epoch, step = self.progress.position
         steps = self.plan.steps_per_epoch
         interval = Interval(self.plan.global_batch_size)
-        while step < steps:
-            count = self.next_call_size(step)
-            started = time.perf_counter()
-            running = f"running epoch {epoch + 1} steps {step + 1}-{step + count}"
-            try:
-                with (
-                    self.watchdog.watching("training call", running, A_PEER_OR_INPUT),
-                    self.profile.call(self.global_step, count),
-                ):
-                    loss, metric = self.engine.train(iterator, tf.constant(count))
-                    loss = float(loss)  # the host waits here, once per call
-            except tf.errors.OpError as err:
-                # The source tells a bad record (and names its file) from other errors,
-                # by reading the files: bounded by how long it goes without progress.
-                with self.watchdog.watching(
-                    "data check", "looking for a corrupt training file", A_STORAGE
-                ):
-                    named = self.plan.train.read_error(err, epoch, step, self.watchdog.progress)
-                if named is None:
-                    raise
-                raise named from None
-            watch.trained()
-            blow_up = self.blow_up(loss, epoch, step + count)
-            if blow_up:
-                step = self.recover(blow_up, epoch, step + count)
-                interval.reset()  # its steps were undone
-                continue
-            seconds = time.perf_counter() - started
-            if self.seconds_to_first_step is None:
-                self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
-                log.info(
-                    "first %d step(s) done %.1f s after start", count, self.seconds_to_first_step
-                )
-            # (The first call also traces the function: it does not count.)
-            slow = self.throughput.calls and seconds > SLOW_CALL_SECONDS
-            if slow and not self.warned_slow_call:
-                self.warned_slow_call = True
-                log.warning(
-                    "a call of %d steps took %.0f s, and a SIGTERM waits for the running"
-                    " call before it saves - lower --steps-per-call so a call stays well"
-                    " within the grace period before the kill",
-                    count,
-                    seconds,
-                )
-            self.throughput.add(count, seconds)
-            interval.add(count, loss, seconds)
-            self.progress.add_steps(count, loss, metric)
-            step += count
-            saved = False
-            if step < steps and self.global_step % self.config.checkpoint_every == 0:
-                self.checkpoint(interval)
-                saved = True
-            # (At the epoch's last step, the epoch end below saves and checks.)
-            if step < steps and self.preemption_requested(watch):
-                if not saved:
+        with Progress(
+            f"epoch {epoch + 1}/{self.config.epochs}",
+            steps,
+            "steps",
+            done=step,
+            per_unit=("examples", self.plan.global_batch_size),
+            shown=is_chief(self.strategy),
+        ) as bar:
+            while step < steps:
+                count = self.next_call_size(step)
+                started = time.perf_counter()
+                running = f"running epoch {epoch + 1} steps {step + 1}-{step + count}"
+                try:
+                    with (
+                        self.watchdog.watching("training call", running, A_PEER_OR_INPUT),
+                        self.profile.call(self.global_step, count),
+                    ):
+                        loss, metric = self.engine.train(iterator, tf.constant(count))
+                        loss = float(loss)  # the host waits here, once per call
+                except tf.errors.OpError as err:
+                    # The source tells a bad record (and names its file) from other errors,
+                    # by reading the files: bounded by how long it goes without progress.
+                    with self.watchdog.watching(
+                        "data check", "looking for a corrupt training file", A_STORAGE
+                    ):
+                        named = self.plan.train.read_error(err, epoch, step, self.watchdog.progress)
+                    if named is None:
+                        raise
+                    raise named from None
+                watch.trained()
+                blow_up = self.blow_up(loss, epoch, step + count)
+                if blow_up:
+                    step = self.recover(blow_up, epoch, step + count)
+                    interval.reset()  # its steps were undone
+                    continue
+                seconds = time.perf_counter() - started
+                if self.seconds_to_first_step is None:
+                    self.seconds_to_first_step = time.monotonic() - PROCESS_STARTED
+                    log.info(
+                        "first %d step(s) done %.1f s after start",
+                        count,
+                        self.seconds_to_first_step,
+                    )
+                # (The first call also traces the function: it does not count.)
+                slow = self.throughput.calls and seconds > SLOW_CALL_SECONDS
+                if slow and not self.warned_slow_call:
+                    self.warned_slow_call = True
+                    log.warning(
+                        "a call of %d steps took %.0f s, and a SIGTERM waits for the running"
+                        " call before it saves - lower --steps-per-call so a call stays well"
+                        " within the grace period before the kill",
+                        count,
+                        seconds,
+                    )
+                self.throughput.add(count, seconds)
+                interval.add(count, loss, seconds)
+                self.progress.add_steps(count, loss, metric)
+                step += count
+                bar.update(step, loss=loss)
+                saved = False
+                if step < steps and self.global_step % self.config.checkpoint_every == 0:
                     self.checkpoint(interval)
-                log.info("preempted: saved epoch %d step %d", epoch, step)
-                raise Preempted(f"saved epoch {epoch} step {step}")
+                    saved = True
+                # (At the epoch's last step, the epoch end below saves and checks.)
+                if step < steps and self.preemption_requested(watch):
+                    if not saved:
+                        self.checkpoint(interval)
+                    log.info("preempted: saved epoch %d step %d", epoch, step)
+                    raise Preempted(f"saved epoch {epoch} step {step}")
         loss, metric = self.progress.epoch_means()
         if self.progress.skipped.numpy() == steps:
             # Skipping batches did not help: the run would end "done" and untrained.

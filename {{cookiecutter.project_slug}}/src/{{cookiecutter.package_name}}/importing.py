@@ -43,6 +43,7 @@ import random
 {% endif %}import tensorflow as tf
 
 from {{ cookiecutter.package_name }} import TrainerError, manifest
+from {{ cookiecutter.package_name }}.progress import Progress
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.record_format import FEATURES, encode
 from {{ cookiecutter.package_name }}.startup import start_conversion_process
@@ -77,17 +78,18 @@ def check_output_dir(output_dir):
     tf.io.gfile.makedirs(output_dir)
 
 
-def convert(jobs, write_shard, workers):
+def convert(jobs, write_shard, workers, what="writing"):
     """Run write_shard(sources, target) for each (sources, target) of `jobs` in
     its own process, `workers` at a time (1: one after the other, in this
-    process); rename the shards into place when all are written, or remove them
-    all and raise the first error."""
+    process), its progress shown as `what`; rename the shards into place when
+    all are written, or remove them all and raise the first error."""
     partials = [
         os.path.join(os.path.dirname(target), f".partial-{os.path.basename(target)}")
         for _, target in jobs
     ]
     try:
-        run_all(write_shard, zip([sources for sources, _ in jobs], partials, strict=True), workers)
+        sources = [sources for sources, _ in jobs]
+        run_all(write_shard, list(zip(sources, partials, strict=True)), workers, what, "shards")
     except BaseException:
         for partial in partials:
             if tf.io.gfile.exists(partial):
@@ -97,20 +99,24 @@ def convert(jobs, write_shard, workers):
         tf.io.gfile.rename(partial, target)
 
 
-def run_all(write, jobs, workers):
+def run_all(write, jobs, workers, what, unit):
     """write(source, target) for each (source, target) of `jobs`, `workers` at a
-    time in processes of their own (1: one after the other, in this process)."""
-    if workers == 1:
-        for source, target in jobs:
-            write(source, target)
-    else:
-        write_in_processes(write, jobs, workers)
+    time in processes of their own (1: one after the other, in this process),
+    its progress shown as `what`, in `unit`s (progress.py)."""
+    with Progress(what, len(jobs), unit) as progress:
+        if workers == 1:
+            for done, (source, target) in enumerate(jobs, 1):
+                write(source, target)
+                progress.update(done)
+        else:
+            write_in_processes(write, jobs, workers, progress.update)
 
 
-def write_in_processes(write, jobs, workers):
-    """write(source, target) for each job, in `workers` processes; the first
-    failure cancels the jobs not yet started (on ImageNet, hours of shards) and is
-    raised once the running ones end."""
+def write_in_processes(write, jobs, workers, on_done):
+    """write(source, target) for each job, in `workers` processes, calling
+    on_done(count) as each ends; the first failure cancels the jobs not yet
+    started (on ImageNet, hours of shards) and is raised once the running ones
+    end."""
     # spawn, not fork: a forked copy of a process running TensorFlow's threads can hang.
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(
@@ -118,8 +124,9 @@ def write_in_processes(write, jobs, workers):
     ) as pool:
         written = [pool.submit(write, *job) for job in jobs]
         try:
-            for future in concurrent.futures.as_completed(written):
+            for done, future in enumerate(concurrent.futures.as_completed(written), 1):
                 future.result()
+                on_done(done)
         except BaseException:
             pool.shutdown(cancel_futures=True)
             raise

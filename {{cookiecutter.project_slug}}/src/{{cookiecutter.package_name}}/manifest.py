@@ -30,6 +30,7 @@ from {{ cookiecutter.package_name }} import (
     statistics,
     write_atomically,
 )
+from {{ cookiecutter.package_name }}.progress import Progress
 from {{ cookiecutter.package_name }}.record_format import (
     FORMAT,
 {%- if cookiecutter.task == "tabular" %}
@@ -135,7 +136,8 @@ def index(data_dir, threads=READ_THREADS, patterns=None):
                     f" --{split}-files with their pattern, or create a sample data set with"
                     f" `{{ cookiecutter.project_slug }} make-data --output-dir {data_dir}`"
                 )
-            indexed = list(pool.map(index_file, paths))
+            with Progress(f"index: reading the {split} files", len(paths), "files") as progress:
+                indexed = list(progress.counted(pool.map(index_file, paths)))
             splits[split] = [shard for shard, _ in indexed]
             if split == "train":
                 ordered = [shard.path for shard, first in indexed if in_label_order(first)]
@@ -273,10 +275,11 @@ def training_statistics(pool, threads, paths):
     """task.statistics_from over the training files, or None (with a warning) when
     their records do not parse as the model takes them: `load` then names why."""
     try:
-        # Added in file order: the same data gives the same float sums.
-        learned = statistics_from(
-            statistics.add_all(in_order(pool, 2 * threads, summarize_file, paths))
-        )
+        with Progress("index: the training data's statistics", len(paths), "files") as progress:
+            # Added in file order (the same data gives the same float sums), each
+            # file's as it comes: not every file's value counts held at once.
+            sums = in_order(pool, 2 * threads, summarize_file, paths)
+            learned = statistics_from(statistics.add_all(progress.counted(sums)))
     except tf.errors.InvalidArgumentError as err:
         log.warning(
             "no statistics of the training data: its records do not parse as the model"

@@ -1,0 +1,126 @@
+"""Long work shows its progress: at a terminal a bar redrawn in place with the
+figures, the rate and the time left; in a log a line a minute at most, never
+one per step; nothing from a worker that is not the chief."""
+
+import io
+import logging
+import os
+import pty
+import re
+import subprocess
+import sys
+
+from {{ cookiecutter.package_name }} import progress
+from {{ cookiecutter.package_name }}.progress import Progress, ProgressAwareHandler
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def steady_epoch(bar, clock, steps, seconds_a_step, loss=0.5):
+    for step in range(1, steps + 1):
+        clock.now += seconds_a_step
+        bar.update(step, loss=loss)
+
+
+def test_a_terminal_shows_a_bar_with_the_loss_the_rate_and_the_time_left():
+    terminal, clock = Terminal(), Clock()
+    examples = ("examples", 64)
+    bar = Progress("epoch 1/2", 300, "steps", per_unit=examples, stream=terminal, clock=clock)
+    steady_epoch(bar, clock, 150, 0.05)  # 20 steps a second
+    last = terminal.getvalue().split("\r")[-1]
+    assert last.startswith("epoch 1/2 [============            ] 150/300 steps, loss 0.5")
+    # 20 steps of 64 examples a second, and 150 steps (7.5 s) left at that pace.
+    assert "1,280 examples/s, 8s left" in last, last
+    # Redrawn at most 10 times a second, not at each of the 150 steps.
+    assert terminal.getvalue().count("\r") <= 76
+    bar.close()
+    assert terminal.getvalue().endswith("\n") and progress.ACTIVE == []
+
+
+def test_a_log_gets_a_line_a_minute_at_most_and_one_at_the_end(caplog):
+    clock = Clock()
+    caplog.set_level(logging.INFO, logger=progress.__name__)
+    with Progress("epoch 1/1", 5000, "steps", stream=io.StringIO(), clock=clock) as bar:
+        steady_epoch(bar, clock, 5000, 0.05, loss=0.25)  # 250 seconds
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 5, lines  # at 60, 120, 180 and 240 s, and the end
+    assert re.fullmatch(r"epoch 1/1: 1,20\d/5,000 steps, loss 0.25, 20 steps/s, 3m10s left", lines[0])
+    assert lines[-1] == "epoch 1/1: 5,000/5,000 steps, loss 0.25, 20 steps/s"
+
+
+def test_the_first_piece_of_work_does_not_set_the_pace():
+    # A resumed epoch's first call traces the function: 30 s for 10 steps.
+    terminal, clock = Terminal(), Clock()
+    bar = Progress("epoch 2/2", 1000, "steps", done=500, stream=terminal, clock=clock)
+    clock.now = 30.0
+    bar.update(510)
+    assert "left" not in terminal.getvalue()
+    clock.now = 31.0
+    bar.update(610)  # 100 steps a second from here
+    assert terminal.getvalue().split("\r")[-1].endswith("100 steps/s, 4s left\x1b[K")
+    bar.close()
+
+
+def test_a_worker_that_is_not_the_chief_shows_nothing(caplog):
+    terminal, clock = Terminal(), Clock()
+    caplog.set_level(logging.INFO, logger=progress.__name__)
+    with Progress("epoch 1/1", 5000, "steps", shown=False, stream=terminal, clock=clock) as bar:
+        steady_epoch(bar, clock, 5000, 0.05)
+    assert terminal.getvalue() == "" and caplog.records == []
+
+
+def test_a_log_line_prints_above_the_bar_which_comes_back_below_it():
+    terminal, clock = Terminal(), Clock()
+    handler = ProgressAwareHandler(terminal)
+    logger = logging.getLogger("a checkpoint")
+    logger.addHandler(handler)
+    try:
+        with Progress("epoch 1/1", 10, "steps", stream=terminal, clock=clock) as bar:
+            clock.now = 1.0
+            bar.update(5)
+            logger.warning("checkpoint: epoch 0 step 5")
+    finally:
+        logger.removeHandler(handler)
+    after_the_bar = terminal.getvalue().split("5/10 steps\x1b[K", 1)[1]
+    assert after_the_bar.startswith("\r\x1b[Kcheckpoint: epoch 0 step 5\n\repoch 1/1 [")
+
+
+def test_train_at_a_terminal_draws_its_bar(tmp_path{% if cookiecutter.data_source == "tfrecord" %}, data_dir{% endif %}):
+    # The command as a person runs it: its stderr a terminal (a pseudo-terminal).
+    command = [
+        sys.executable, "-m", "{{ cookiecutter.package_name }}", "train", "--epochs", "1",
+        "--steps-per-epoch", "6", "--checkpoint-every", "3", "--model-dir", str(tmp_path / "run"),
+{%- if cookiecutter.data_source == "tfrecord" %}
+        "--data-dir", str(data_dir),
+{%- endif %}
+    ]  # fmt: skip
+    controller, terminal = pty.openpty()
+    environment = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
+    run = subprocess.Popen(command, stdout=terminal, stderr=terminal, env=environment)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert run.wait(timeout=300) == 0, shown.decode(errors="replace")[-3000:]
+    text = shown.decode(errors="replace")
+    assert re.search(r"\repoch 1/1 \[=+\] 6/6 steps, loss [\d.]+", text), text[-3000:]
+    # The checkpoint's log line prints above the bar, on a line of its own.
+    assert re.search(r"\r\x1b\[Kcheckpoint: epoch 0 step 3", text), text[-3000:]
