@@ -55,7 +55,8 @@ def test_a_log_gets_a_line_a_minute_at_most_and_one_at_the_end(caplog):
         steady_epoch(bar, clock, 5000, 0.05, loss=0.25)  # 250 seconds
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 5, lines  # at 60, 120, 180 and 240 s, and the end
-    assert re.fullmatch(r"epoch 1/1: 1,20\d/5,000 steps, loss 0.25, 20 steps/s, 3m10s left", lines[0])
+    first = r"epoch 1/1: 1,20\d/5,000 steps, loss 0.25, 20 steps/s, 3m10s left"
+    assert re.fullmatch(first, lines[0]), lines[0]
     assert lines[-1] == "epoch 1/1: 5,000/5,000 steps, loss 0.25, 20 steps/s"
 
 
