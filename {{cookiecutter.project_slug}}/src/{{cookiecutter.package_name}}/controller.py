@@ -256,6 +256,7 @@ class Controller:
                 if blow_up:
                     step = self.recover(blow_up, epoch, step + count)
                     interval.reset()  # its steps were undone
+                    bar.update(step)
                     continue
                 seconds = time.perf_counter() - started
                 if self.seconds_to_first_step is None:

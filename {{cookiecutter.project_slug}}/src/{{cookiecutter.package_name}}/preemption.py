@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 
-from {{ cookiecutter.package_name }} import last_words
+from {{ cookiecutter.package_name }} import last_words, progress
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,7 @@ def exit_with_nothing_to_save():
         "SIGTERM before this process trained a step, or after its last checkpoint:"
         f" nothing to save, exiting {PREEMPTED_EXIT_STATUS}"
     )
+    progress.abandon_all()
     os.write(notice.stderr, (line + "\n").encode())
     last_words(PREEMPTED_EXIT_STATUS, "SIGTERM with nothing to save")
     os._exit(PREEMPTED_EXIT_STATUS)

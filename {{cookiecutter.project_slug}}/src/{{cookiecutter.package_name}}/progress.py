@@ -1,16 +1,20 @@
 """Long work's progress, as a person at a terminal or a log reads it.
 
-At a terminal: one line redrawn in place, at most 10 times a second: what is
-done of the whole, a bar, the latest figures (training: the loss), the rate and
-the time left; log lines print above it (ProgressAwareHandler). In a log (no
-terminal: a pod's, a Slurm job's): a line at most every LOG_SECONDS, and one at
-the end, never one per step. The rate and the time left follow the last
-minute's pace, not the whole run's: a resume's first call, which also traces
-the function, does not count.
+At a terminal: one line redrawn in place, at most 10 times a second and cut to
+the terminal's width: what is done of the whole, a bar, the latest figures
+(training: the loss), the rate and the time left; log lines print above it
+(ProgressAwareHandler). In a log (no terminal: a pod's, a Slurm job's): a line
+at most every LOG_SECONDS, and a last one for work that lasted longer, never
+one per step. The rate and the time left are the last minute's pace, measured
+from the first piece of work done on: the first (training's also traces the
+function) does not count.
 """
 
+import collections
 import logging
+import os
 import sys
+import threading
 import time
 
 log = logging.getLogger(__name__)
@@ -19,11 +23,17 @@ log = logging.getLogger(__name__)
 LOG_SECONDS = 60
 REDRAW_SECONDS = 0.1
 BAR_WIDTH = 24
-# The pace is the last this many seconds' (an exponential average).
+# The pace is measured over the last PACE_SECONDS, or longer until the window
+# holds PACE_UNITS (shards that finish together every few minutes), once
+# MIN_PACE_SECONDS have passed.
 PACE_SECONDS = 60
-# The bar being drawn now (at most one: the chief's command does one thing at a
-# time), which log lines print above.
+PACE_UNITS = 10
+MIN_PACE_SECONDS = 1
+# The bars being drawn now (the chief's command does one thing at a time), which
+# log lines print above; the lock keeps a redraw and a log line from another
+# thread (the watchdog's, a SIGTERM's) off each other's row.
 ACTIVE = []
+LOCK = threading.RLock()
 
 
 class Progress:
@@ -46,29 +56,29 @@ class Progress:
         self.what, self.total, self.unit, self.shown = what, total, unit, shown
         self.rate_name, self.rate_scale = per_unit or (f"{unit}", 1)
         self.stream = stream or sys.stderr
-        self.interactive = shown and self.stream.isatty()
+        self.interactive = shown and is_terminal(self.stream)
         self.clock = clock
-        self.started = self.last_time = self.last_shown = clock()
-        self.done = self.last_done = done
-        self.pace = None  # units a second
+        self.started = self.last_shown = clock()
+        self.done = done
+        self.samples = collections.deque()  # (time, done) over the last PACE_SECONDS
         self.figures = {}
         self.drawn = False
         if self.interactive:
-            ACTIVE.append(self)
+            with LOCK:
+                ACTIVE.append(self)
 
     def update(self, done, **figures):
         """`done` units of the total so far, and the figures to show (loss=...)."""
         now = self.clock()
-        if now > self.last_time and done > self.last_done:
-            # The first piece of work paid for the start (training: tracing): no pace yet.
-            if self.last_time > self.started:
-                seconds = now - self.last_time
-                recent = (done - self.last_done) / seconds
-                if self.pace is None:
-                    self.pace = recent
-                else:
-                    self.pace += min(1.0, seconds / PACE_SECONDS) * (recent - self.pace)
-            self.last_time, self.last_done = now, done
+        if self.samples and self.samples[-1][0] == now:
+            self.samples.pop()  # a burst: only its last count at that time
+        self.samples.append((now, done))
+        while (
+            len(self.samples) > 2
+            and self.samples[1][0] <= now - PACE_SECONDS
+            and done - self.samples[1][1] >= PACE_UNITS
+        ):
+            self.samples.popleft()
         self.done = done
         self.figures.update(figures)
         if not self.shown:
@@ -86,13 +96,20 @@ class Progress:
             yield item
             self.update(done)
 
+    def pace(self):
+        """Units a second over the last PACE_SECONDS, or None before there is one."""
+        (first_time, first_done), (last_time, last_done) = self.samples[0], self.samples[-1]
+        if last_time - first_time < MIN_PACE_SECONDS or last_done == first_done:
+            return None
+        return (last_done - first_done) / (last_time - first_time)
+
     def close(self):
         """The final figures: the line kept at a terminal, a last line in a log."""
         if self.interactive:
-            self.draw()
-            self.stream.write("\n")
-            self.stream.flush()
-            ACTIVE.remove(self)
+            with LOCK:
+                self.draw()
+                self.write("\n")
+                self.leave()
         elif self.shown and self.clock() - self.started >= LOG_SECONDS:
             log.info("%s", self.line())
 
@@ -102,31 +119,67 @@ class Progress:
     def __exit__(self, *error):
         if error[0] is None:
             self.close()
-        elif self in ACTIVE:
-            self.clear()
-            ACTIVE.remove(self)
+        elif self.interactive:
+            with LOCK:
+                self.clear()
+                self.leave()
+
+    def figures_text(self):
+        parts = [f"{self.done:,}/{self.total:,} {self.unit}"]
+        parts += [f"{name} {value:.4g}" for name, value in self.figures.items()]
+        pace = self.pace() if self.samples else None
+        if pace:
+            rate = pace * self.rate_scale
+            # 3 figures at least: a shard every 40 s is 0.025 shards/s, not 0.
+            figure = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+            parts.append(f"{figure} {self.rate_name}/s")
+            if self.done < self.total:
+                parts.append(f"{duration((self.total - self.done) / pace)} left")
+        return ", ".join(parts)
 
     def line(self):
-        parts = [f"{self.what}: {self.done:,}/{self.total:,} {self.unit}"]
-        parts += [f"{name} {value:.4g}" for name, value in self.figures.items()]
-        if self.pace:
-            parts.append(f"{self.pace * self.rate_scale:,.0f} {self.rate_name}/s")
-            if self.done < self.total:
-                parts.append(f"{duration((self.total - self.done) / self.pace)} left")
-        return ", ".join(parts)
+        return f"{self.what}: {self.figures_text()}"
 
     def draw(self):
         filled = BAR_WIDTH * min(self.done, self.total) // max(self.total, 1)
         bar = "[" + "=" * filled + " " * (BAR_WIDTH - filled) + "]"
-        what, rest = self.line().split(": ", 1)
-        self.stream.write(f"\r{what} {bar} {rest}\x1b[K")
-        self.stream.flush()
-        self.drawn = True
+        text = f"{self.what} {bar} {self.figures_text()}"
+        with LOCK:
+            # A line longer than the terminal wraps, and \r goes back to its last row only.
+            self.write(f"\r{text[: terminal_width(self.stream) - 1]}\x1b[K")
+            self.drawn = True
 
     def clear(self):
         if self.drawn:
-            self.stream.write("\r\x1b[K")
+            self.write("\r\x1b[K")
+
+    def write(self, text):
+        """To the terminal; one that went away (EIO, EPIPE) stops the bar, not the work."""
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except (OSError, ValueError):
+            self.leave()
+            self.interactive = False
+
+    def leave(self):
+        with LOCK:
+            if self in ACTIVE:
+                ACTIVE.remove(self)
+
+
+def is_terminal(stream):
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no stream (None), or a closed one
+        return False
+
+
+def terminal_width(stream):
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def duration(seconds):
@@ -139,14 +192,27 @@ def duration(seconds):
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
+def abandon_all():
+    """End the line of any bar being drawn and draw it no more, without waiting
+    for the lock: for a process that exits at once (the watchdog's stall, a
+    SIGTERM with nothing to save), whose last lines go straight to stderr."""
+    if ACTIVE:
+        ACTIVE.clear()
+        try:
+            os.write(2, b"\n")
+        except OSError:
+            pass
+
+
 class ProgressAwareHandler(logging.StreamHandler):
     """A log line at a terminal prints above the bar being drawn, which then
     comes back below it."""
 
     def emit(self, record):
-        for progress in ACTIVE:
-            progress.clear()
-        super().emit(record)
-        for progress in ACTIVE:
-            if progress.drawn:
-                progress.draw()
+        with LOCK:
+            for progress in ACTIVE:
+                progress.clear()
+            super().emit(record)
+            for progress in list(ACTIVE):
+                if progress.drawn:
+                    progress.draw()

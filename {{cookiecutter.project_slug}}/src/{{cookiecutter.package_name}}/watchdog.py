@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from {{ cookiecutter.package_name }} import last_words
+from {{ cookiecutter.package_name }} import last_words, progress
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class Watchdog:
 
     def dump_and_exit(self, message):
         # The main thread is blocked inside TensorFlow: only an exit from here ends it.
+        progress.abandon_all()
         faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         log.error("%s", message)
         last_words(self.exit_status, message)
