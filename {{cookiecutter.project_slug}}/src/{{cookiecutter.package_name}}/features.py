@@ -278,13 +278,13 @@ class Record:
         image's shape, see Image.shapes), its count of label values, and the
         labels."""
         specs = {name: tf.io.RaggedFeature(field.stored()) for name, field in self.fields.items()}
-        image = next(iter(self.inputs.values())) if len(self.inputs) == 1 else None
+        [(name, image)] = self.inputs.items() if len(self.inputs) == 1 else [(None, None)]
         if isinstance(image, Image):
-            specs[next(iter(self.inputs))] = tf.io.FixedLenFeature([], tf.string, default_value="")
+            specs[name] = tf.io.FixedLenFeature([], tf.string, default_value="")
         parsed = tf.io.parse_example(records, specs)
         labels = parsed[self.label_name]
         if isinstance(image, Image):
-            described = image.shapes(parsed[next(iter(self.inputs))], decode)
+            described = image.shapes(parsed[name], decode)
         else:
             described = tf.stack([parsed[name].row_lengths() for name in self.inputs], axis=1)
         return described, labels.row_lengths(), labels.flat_values
