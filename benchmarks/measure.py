@@ -198,7 +198,7 @@ def measure(package, workdir, quick):
         save_seconds = min(save_seconds, time.perf_counter() - start)
         checkpoints.progress.global_step.assign_add(1)
     step_seconds = global_batch / rate["custom"]
-    # The replicas' copies compared before each checkpoint (replica_sync.py),
+    # The replicas' copies compared before each checkpoint (training/replica_sync.py),
     # against the interval of training steps it closes; and the check that
     # finds the largest variable's second copy apart, and repairs it.
     sync = controller.replica_sync

@@ -40,8 +40,8 @@ def drop_from_page_cache(paths):
 
 def make_data(package, workdir, gigabytes, shard_examples):
     """One shard of the sample task's examples, indexed, copied to `gigabytes`."""
-    sources = importlib.import_module(f"{package}.sources")
-    manifest = importlib.import_module(f"{package}.manifest")
+    sources = importlib.import_module(f"{package}.data.sources")
+    manifest = importlib.import_module(f"{package}.data.manifest")
     base, data_dir = workdir / "base", workdir / "data"
     shutil.rmtree(workdir, ignore_errors=True)
     sources.make_data(base, num_files=1, examples=shard_examples)  # indexed
@@ -66,8 +66,8 @@ def make_data(package, workdir, gigabytes, shard_examples):
 
 def measure(package, workdir, strategy, gigabytes, quick=False, repeats=REPEATS):
     """A resume's seconds to its first batch 10% and 90% into a pass, from disk."""
-    data = importlib.import_module(f"{package}.data")
-    training = importlib.import_module(f"{package}.training")
+    data = importlib.import_module(f"{package}.data.pipeline")
+    training = importlib.import_module(f"{package}.training.assembly")
     config_module = importlib.import_module(f"{package}.config")
     task = importlib.import_module(f"{package}.task")
     kind = "image" if hasattr(task, "IMAGE_SIZE") else "tabular"
@@ -116,7 +116,7 @@ def main():
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--gb", type=float, default=2.0, help="training data to make, in GB")
     args = parser.parse_args()
-    strategy = importlib.import_module(f"{args.package}.strategy").make_strategy(cpu_replicas=2)
+    strategy = importlib.import_module(f"{args.package}.distribute.strategy").make_strategy(cpu_replicas=2)
     print(json.dumps(measure(args.package, args.workdir, strategy, args.gb), indent=1))
 
 

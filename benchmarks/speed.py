@@ -19,7 +19,7 @@ and the training recipe's per-step costs (recipe_ratios): examples/s with
 gradient clipping, the weights' moving average, or 2 accumulated micro-batches
 on, over the plain engine's, beside a second plain engine (the noise band);
 plus a checkpoint save's cost in training steps, the replica sync check's
-(replica_sync.py) share of a checkpoint interval, and the time to bake one
+(training/replica_sync.py) share of a checkpoint interval, and the time to bake one
 project and every combination of the code options. Ratios above 1 mean the
 generated code is faster (or, for the startup and resume figures, slower).
 

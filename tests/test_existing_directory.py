@@ -20,7 +20,7 @@ def existing(tmp_path):
     (project / "src" / "tf_distributed_trainer").mkdir(parents=True)
     files = {
         "README.md": "my own notes about {{ this project }}\n",
-        "src/tf_distributed_trainer/engine_custom.py": "# my custom loop\n",
+        "src/tf_distributed_trainer/training/engine_custom.py": "# my custom loop\n",
         "notes.txt": "do not lose me\n",
     }
     for relative, text in files.items():
@@ -52,22 +52,22 @@ def test_overwrite_if_exists_keeps_files_the_template_does_not_write(existing, t
     assert (existing / "notes.txt").read_text() == "do not lose me\n"
     assert (existing / "runs" / "final.weights.h5").read_bytes() == b"\x89HDF\xff\xfe"
     assert (existing / "data").is_dir()
-    # Every file the template writes is overwritten, as the flag says: engine_custom.py
+    # Every file the template writes is overwritten, as the flag says: training/engine_custom.py
     # too (the template writes it for every bake); then, as these options do not
     # need it, the template's copy goes.
     assert (existing / "README.md").read_text().startswith("# TF Distributed Trainer\n")
-    assert (existing / "src/tf_distributed_trainer/engine_fit.py").is_file()
-    assert not (existing / "src/tf_distributed_trainer/engine_custom.py").exists()
+    assert (existing / "src/tf_distributed_trainer/training/engine_fit.py").is_file()
+    assert not (existing / "src/tf_distributed_trainer/training/engine_custom.py").exists()
 
 
 def test_skip_if_file_exists_keeps_the_users_versions(existing, tmp_path):
     bake_into(tmp_path, overwrite_if_exists=True, skip_if_file_exists=True)
     assert (existing / "README.md").read_text() == "my own notes about {{ this project }}\n"
     # The user's file at a path these options do not generate stays.
-    assert (existing / "src/tf_distributed_trainer/engine_custom.py").read_text() == (
+    assert (existing / "src/tf_distributed_trainer/training/engine_custom.py").read_text() == (
         "# my custom loop\n"
     )
-    assert (existing / "src/tf_distributed_trainer/engine_fit.py").is_file()
+    assert (existing / "src/tf_distributed_trainer/training/engine_fit.py").is_file()
     assert (existing / "notes.txt").is_file()
 
 

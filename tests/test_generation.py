@@ -47,7 +47,7 @@ def test_the_matrix_is_what_the_rules_say():
 
 def test_each_variant_file_includes_one_module_per_value_of_its_option():
     for path, option in rules.VARIANT_FILES.items():
-        name = Path(path).stem
+        name = Path(path).relative_to("src/PKG").with_suffix("").as_posix()
         in_template = ROOT / "{{cookiecutter.project_slug}}" / path.replace(
             "src/PKG", "src/{{cookiecutter.package_name}}"
         )
@@ -68,28 +68,47 @@ def project_files(project):
     )
 
 
-def package_imports(path, package):
-    """The modules of `package` that the module at `path` imports."""
+def package_modules(source):
+    """The package's modules by their path in it ("training/controller"), without
+    the __init__ files and __main__."""
+    modules = {path.relative_to(source).with_suffix("").as_posix() for path in source.rglob("*.py")}
+    return {name for name in modules if not name.endswith("__init__")} - {"__main__"}
+
+
+def package_imports(path, package, modules):
+    """The modules of `package` (of `modules`) that the module at `path` imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == package:
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
-            found.add(node.module.split(".")[1])
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        if node.module != package and not node.module.startswith(package + "."):
+            continue
+        inside = node.module.removeprefix(package).lstrip(".").replace(".", "/")
+        for alias in node.names:
+            named = f"{inside}/{alias.name}" if inside else alias.name
+            found |= {named} & modules or {inside} & modules
     return found
 
 
 def check_architecture(project, package):
-    """ARCHITECTURE.md's table has a row for each module of this bake, and no
-    other, in an order where each module imports only from those above it."""
+    """The package shows its layers: a few modules at its top, the rest in
+    subpackages. ARCHITECTURE.md has a row for each module of this bake, and no
+    other, in an order where each module imports only from those above it, and
+    where each subpackage's rows come together (its folder is a layer: folders
+    import one way, with no circle between them)."""
     architecture = (project / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(\w+)\.py` \|", architecture, re.MULTILINE)
+    rows = re.findall(r"^\| `((?:\w+/)?\w+)\.py` \|", architecture, re.MULTILINE)
     source = project / "src" / package
-    modules = {path.stem for path in source.glob("*.py")} - {"__init__", "__main__"}
+    modules = package_modules(source)
     assert sorted(rows) == sorted(modules)
     for position, module in enumerate(rows):
-        later = package_imports(source / f"{module}.py", package) & set(rows[position:])
+        later = package_imports(source / f"{module}.py", package, modules) & set(rows[position:])
         assert not later, f"{module}.py imports {sorted(later)}, listed below it"
+    layers = [row.split("/")[0] if "/" in row else row for row in rows]
+    runs = [layer for position, layer in enumerate(layers) if layers[position - 1 : position] != [layer]]
+    assert len(runs) == len(set(runs)), f"a folder's modules are split by others: {runs}"
+    assert len(list(source.glob("*.py"))) <= 12, sorted(path.name for path in source.glob("*.py"))
+    assert len([folder for folder in source.iterdir() if (folder / "__init__.py").is_file()]) >= 4
 
 
 def task_interface(path):
@@ -107,7 +126,7 @@ def top_level_names(path):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            # `A = ...` and `A, b = ...` (a head's functions, heads.py).
+            # `A = ...` and `A, b = ...` (a head's functions, toolkit/heads.py).
             targets = [
                 name
                 for target in node.targets
@@ -129,7 +148,7 @@ def task_names_used(path, package):
         for node in imports
     )
     if not module_imported:
-        return used  # a name `task` here is something else (cluster.py: TF_CONFIG's)
+        return used  # a name `task` here is something else (distribute/cluster.py: TF_CONFIG's)
     return used | {
         node.attr
         for node in ast.walk(tree)
@@ -144,9 +163,9 @@ def check_task_interface(project, package):
     and task.py (and the worked example, where there is one) defines them all."""
     source = project / "src" / package
     interface = task_interface(source / "task.py")
-    for path in source.glob("*.py"):
+    for path in source.rglob("*.py"):
         extra = task_names_used(path, package) - interface
-        assert not extra, f"{path.name} uses task.py's {sorted(extra)}, not in its interface"
+        assert not extra, f"{path.relative_to(source)} uses task.py's {sorted(extra)}, not in its interface"
     tasks = [source / "task.py", *project.glob("examples/*_task.py")]
     for path in tasks:
         missing = interface - top_level_names(path)
@@ -208,8 +227,8 @@ def test_default_bake_is_the_documented_one(cookies):
     assert result.exit_code == 0, result.exception
     project = Path(result.project_path)
     assert project.name == "tf-distributed-trainer"
-    assert (project / "src" / "tf_distributed_trainer" / "engine_fit.py").is_file()
-    assert not (project / "src" / "tf_distributed_trainer" / "engine_custom.py").exists()
+    assert (project / "src" / "tf_distributed_trainer" / "training/engine_fit.py").is_file()
+    assert not (project / "src" / "tf_distributed_trainer" / "training/engine_custom.py").exists()
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["dependencies"] == [
         "tensorflow>=2.21,<2.22",
@@ -231,12 +250,14 @@ def test_tf_keras_bake_depends_on_tf_keras_and_selects_it(cookies):
     assert "tf-keras>=2.21,<2.22" in pyproject["project"]["dependencies"]
     init = (project / "src" / "tf_distributed_trainer" / "__init__.py").read_text()
     assert 'os.environ["TF_USE_LEGACY_KERAS"] = "1"' in init
-    # Keras 3 is never imported: compat.py imports tf_keras as `keras` for the rest.
+    # Keras 3 is never imported: distribute/compat.py imports tf_keras as `keras` for the rest.
     package = project / "src" / "tf_distributed_trainer"
-    sources = {path.name: path.read_text() for path in package.glob("*.py")}
+    sources = {
+        path.relative_to(package).as_posix(): path.read_text() for path in package.rglob("*.py")
+    }
     assert [name for name, text in sources.items()
             if re.search(r"^\s*(import keras|from keras)\b", text, re.MULTILINE)] == []
-    assert "\nimport tf_keras as keras" in sources["compat.py"]
+    assert "\nimport tf_keras as keras" in sources["distribute/compat.py"]
 
 
 def test_only_mlflow_bakes_depend_on_mlflow_and_import_it(cookies):
@@ -245,13 +266,16 @@ def test_only_mlflow_bakes_depend_on_mlflow_and_import_it(cookies):
         pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
         dependencies = pyproject["project"]["dependencies"]
         importing = sorted(
-            path.name
+            path.relative_to(project).as_posix()
             for path in project.rglob("*.py")
             if re.search(r"^\s*(import|from) mlflow\b", path.read_text(), re.MULTILINE)
         )
         if tracking == "mlflow":
             assert "mlflow>=3.17,<4" in dependencies
-            assert importing == ["mlflow_tracking.py", "test_mlflow_tracking.py"]
+            assert importing == [
+                "src/tf_distributed_trainer/tracking/mlflow_run.py",
+                "tests/test_mlflow_tracking.py",
+            ]
         else:
             assert not [name for name in dependencies if name.startswith("mlflow")]
             assert importing == []

@@ -27,7 +27,7 @@ def run_train(args):
     # The strategy first: it must exist before any other TensorFlow op.
     import tensorflow as tf
 
-    from {{ cookiecutter.package_name }}.strategy import (
+    from {{ cookiecutter.package_name }}.distribute.strategy import (
         finish_together,
         is_chief,
         lost_worker_message,
@@ -48,7 +48,7 @@ def run_train(args):
         time.sleep(LOST_PEER_EXIT_DELAY_SECONDS)
         raise LostPeer(message) from None
     if status in (0, preemption.PREEMPTED_EXIT_STATUS):  # every worker ended there too
-        from {{ cookiecutter.package_name }}.controller import tail_seconds
+        from {{ cookiecutter.package_name }}.training.controller import tail_seconds
 
         preempted = status == preemption.PREEMPTED_EXIT_STATUS
         finish_together(strategy, tail_seconds(config, preempted))
@@ -59,8 +59,6 @@ def log_to_worker_file(model_dir, resolver):
     """Only the chief prints progress: another worker logs to MODEL_DIR/TASK-N.log
     (a local --model-dir) or to TASK-N.log in the local temporary directory (a
     URL: gs://...), and its console shows warnings and errors only."""
-    from {{ cookiecutter.package_name }}.checkpointing import is_remote
-
     # A bucket object cannot be appended to: a handler writing through tf.io.gfile
     # would upload the whole log again on every line, or hold lines back and lose
     # the last ones, which explain a crash, when the worker dies.

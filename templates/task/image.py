@@ -7,7 +7,7 @@ IMAGE_SIZE = 32
 # The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
 # LABEL_SMOOTHING over all classes: 0.1, as ImageNet recipes use (Szegedy et al. 2016).
 LABEL_SMOOTHING = 0.1
-# A classifier's loss, metric and exported outputs (heads.py): softmax
+# A classifier's loss, metric and exported outputs (toolkit/heads.py): softmax
 # cross-entropy against the smoothed label, accuracy, logits and probabilities.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
     NUM_CLASSES, label_smoothing=LABEL_SMOOTHING
@@ -82,7 +82,7 @@ def sample_examples(num_examples, seed):
 
 def prepare_batch(images, keys=None):
     """Images as records hold them (JPEG bytes) or as sample_examples makes them
-    (uint8 arrays) -> ImageNet's crops (image_ops.py): random crops and flips
+    (uint8 arrays) -> ImageNet's crops (toolkit/image_ops.py): random crops and flips
     drawn from `keys` in training, central crops (keys None) in evaluation and
     serving."""
     if keys is None:

@@ -4,7 +4,7 @@ NUM_CLASSES = 4
 # The training target puts 1 - LABEL_SMOOTHING on the label's class and spreads
 # LABEL_SMOOTHING over all classes (0: plain cross-entropy; 0.1 suits large classifiers).
 LABEL_SMOOTHING = 0.0
-# A classifier's loss, metric and exported outputs (heads.py): softmax
+# A classifier's loss, metric and exported outputs (toolkit/heads.py): softmax
 # cross-entropy against the smoothed label, accuracy, logits and probabilities.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
     NUM_CLASSES, label_smoothing=LABEL_SMOOTHING

@@ -14,7 +14,7 @@ run the project's tests on it.
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features, heads, image_ops, moments
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads, image_ops, moments
 {%- set model_partial = "models/image_backbone.py" %}
 {% include "task/image.py" %}

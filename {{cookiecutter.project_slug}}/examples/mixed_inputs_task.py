@@ -16,13 +16,13 @@ values); and the exported model takes the raw values, strings included.
 
 import numpy as np
 
-from {{ cookiecutter.package_name }} import features, heads, moments
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads, moments
 
 NUMERIC_COLUMNS = ("age", "income", "visits")
 STRING_COLUMNS = ("city", "device")
 NUM_CLASSES = 3
-# A classifier's head (heads.py): cross-entropy over the classes, accuracy.
+# A classifier's head (toolkit/heads.py): cross-entropy over the classes, accuracy.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
     NUM_CLASSES
 )

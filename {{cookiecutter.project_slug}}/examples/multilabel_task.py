@@ -13,12 +13,12 @@ statistics), `check_labels` refusing a value other than 0 or 1, and per-tag
 
 import numpy as np
 
-from {{ cookiecutter.package_name }} import features, heads, moments
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads, moments
 
 NUM_FEATURES = 20
 NUM_LABELS = 5
-# A multi-label problem's loss, metric and exported outputs (heads.py): the
+# A multi-label problem's loss, metric and exported outputs (toolkit/heads.py): the
 # sigmoid cross-entropy averaged over the tags, the share of tags right, and
 # each tag's logit and probability.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.multi_label(NUM_LABELS)

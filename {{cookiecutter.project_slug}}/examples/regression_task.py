@@ -14,11 +14,11 @@ target that is not finite, and a `prediction` from the exported model.
 
 import numpy as np
 
-from {{ cookiecutter.package_name }} import features, heads, moments
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads, moments
 
 NUM_FEATURES = 8
-# A regression's loss, metric and exported output (heads.py): the squared error,
+# A regression's loss, metric and exported output (toolkit/heads.py): the squared error,
 # the absolute error (lower is better), and the prediction.
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.regression()
 # Dropout after each hidden layer: it draws random numbers at every training step.

@@ -18,8 +18,8 @@ import re
 
 import numpy as np
 
-from {{ cookiecutter.package_name }} import features, heads
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads
 
 NUM_CLASSES = 2
 # Tokens a review is cut or padded to, the most frequent training words kept,
@@ -28,7 +28,7 @@ SEQUENCE_LENGTH = 16
 MAX_VOCABULARY = 20_000
 EMBEDDING_WIDTH = 16
 RECURRENT_UNITS = 16
-# Cross-entropy, accuracy, logits and probabilities (heads.py).
+# Cross-entropy, accuracy, logits and probabilities (toolkit/heads.py).
 METRIC_NAME, per_example_loss, per_example_metric, serving_outputs = heads.classification(
     NUM_CLASSES
 )

@@ -14,8 +14,8 @@ the log prior).
 import numpy as np
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import features
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features
 
 SEQUENCE_LENGTH = 12
 # Token 0 is the mask; topic t favours tokens 1 + 12t .. 12 + 12t.

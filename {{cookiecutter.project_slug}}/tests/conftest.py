@@ -45,32 +45,28 @@ import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from {{ cookiecutter.package_name }}.compat import is_distributed, keras, replica_copies  # noqa: E402
+from {{ cookiecutter.package_name }}.checks.probe import without_randomness  # noqa: E402
 from {{ cookiecutter.package_name }}.config import TrainConfig  # noqa: E402
-from {{ cookiecutter.package_name }}.data import ArraySource  # noqa: E402
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.data.manifest import index  # noqa: E402
+{%- endif %}
+from {{ cookiecutter.package_name }}.data.pipeline import ArraySource  # noqa: E402
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.data.record_format import encode  # noqa: E402
+from {{ cookiecutter.package_name }}.data.sources import make_data  # noqa: E402
+from {{ cookiecutter.package_name }}.data.tfrecords import shard_name, write_split  # noqa: E402
+{%- endif %}
+from {{ cookiecutter.package_name }}.distribute.compat import is_distributed, keras, replica_copies  # noqa: E402
 {%- if cookiecutter.distribution == "multi_worker" %}
-from {{ cookiecutter.package_name }}.launch import (  # noqa: E402
+from {{ cookiecutter.package_name }}.distribute.launch import (  # noqa: E402
     free_ports,
     worker_environment,
     worker_tf_configs,
 )
 {%- endif %}
-{%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.manifest import index  # noqa: E402
-{%- endif %}
-from {{ cookiecutter.package_name }}.probe import without_randomness  # noqa: E402
-{%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.record_format import encode  # noqa: E402
-from {{ cookiecutter.package_name }}.sources import make_data  # noqa: E402
-{%- endif %}
-from {{ cookiecutter.package_name }}.strategy import mirrored_strategy  # noqa: E402
-{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.distribute.strategy import mirrored_strategy  # noqa: E402
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402
-from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split  # noqa: E402
-{%- else %}
-from {{ cookiecutter.package_name }}.task import build_model, sample_examples  # noqa: E402
-{%- endif %}
-from {{ cookiecutter.package_name }}.training import (  # noqa: E402
+from {{ cookiecutter.package_name }}.training.assembly import (  # noqa: E402
     build_engine,
     plan_run,
     prepare_run,
@@ -323,7 +319,7 @@ def assert_clipped_like_one_device(two_replicas, one_device, sgd_config, loop):
 def with_every_engine_model(monkeypatch, change):
     """Make each engine build `change(model)` of the model it builds."""
     for loop in LOOPS:
-        module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
+        module = importlib.import_module(f"{{ cookiecutter.package_name }}.training.engine_{loop}")
         monkeypatch.setattr(module, "build_model", changed_builder(module.build_model, change))
 
 
@@ -578,13 +574,13 @@ def outer_pid_of_child(parent_pid, process):
 # a resume's skip through the data takes that long a batch (as hundreds of GB
 # do). SIGTERM is caught first, as the command does.
 SLOW_INPUT = """
-from {{ cookiecutter.package_name }} import preemption
+from {{ cookiecutter.package_name }}.distribute import preemption
 
 preemption.catch_from_start()
 
 import runpy, time
 import tensorflow as tf
-from {{ cookiecutter.package_name }} import data
+from {{ cookiecutter.package_name }}.data import pipeline
 
 def late(positions):
     time.sleep(0.5)
@@ -595,8 +591,8 @@ def slowed(positions, records):
     delayed.set_shape(positions.shape)
     return delayed, records
 
-batch_records = data.batch_records
-data.batch_records = lambda records, size: batch_records(records, size).map(slowed)
+batch_records = pipeline.batch_records
+pipeline.batch_records = lambda records, size: batch_records(records, size).map(slowed)
 runpy.run_module("{{ cookiecutter.package_name }}", run_name="__main__", alter_sys=True)
 """
 {%- if cookiecutter.distribution == "multi_worker" %}

@@ -1,12 +1,12 @@
 """The restart budget: attempts that made no progress stop the run, attempts
-that did never do (attempts.py)."""
+that did never do (training/attempts.py)."""
 
 import json
 
 import pytest
 
 from {{ cookiecutter.package_name }} import LAST_WORDS
-from {{ cookiecutter.package_name }}.attempts import ATTEMPTS_FILE, Attempts
+from {{ cookiecutter.package_name }}.training.attempts import ATTEMPTS_FILE, Attempts
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import batch_norm_check, training
-from {{ cookiecutter.package_name }}.batch_norm_check import check_moving_averages, has_batch_norm
-from {{ cookiecutter.package_name }}.checkpointing import fingerprint
-from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.training import assembly, batch_norm_check
+from {{ cookiecutter.package_name }}.training.assembly import train
+from {{ cookiecutter.package_name }}.training.batch_norm_check import check_moving_averages, has_batch_norm
+from {{ cookiecutter.package_name }}.training.checkpointing import fingerprint
 
 LAGGING = "the averages lag the weights"
 
@@ -116,7 +116,7 @@ def test_a_run_ends_with_the_check_of_its_final_model(one_device, sgd_config, mo
         checked.append((fingerprint(model.get_weights()), has_batch_norm(model), losses))
         return losses
 
-    monkeypatch.setattr(training, "check_moving_averages", check)
+    monkeypatch.setattr(assembly, "check_moving_averages", check)
     summary = train(sgd_config("run", 16, epochs=1, steps_per_epoch=2), one_device)
     [(final_weights, normalized, losses)] = checked
     assert final_weights == summary["weights_fingerprint"]

@@ -25,9 +25,9 @@ from conftest import load_weights, read_json, sample_statistics, scalars
 from {{ cookiecutter.package_name }}.cli import log_to_worker_file
 {%- endif %}
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.optimizer import learning_rate_schedule
-from {{ cookiecutter.package_name }}.startup import native_startup_noise_hidden
+from {{ cookiecutter.package_name }}.distribute.startup import native_startup_noise_hidden
 from {{ cookiecutter.package_name }}.task import METRIC_NAME, build_model
+from {{ cookiecutter.package_name }}.training.optimizer import learning_rate_schedule
 
 # A line of TensorFlow's C++ logging (glog format), or absl's notice before it.
 NATIVE_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -121,14 +121,15 @@ import sys
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import cli, training
+from {{ cookiecutter.package_name }} import cli
+from {{ cookiecutter.package_name }}.training import assembly
 
 
 def failing(config, strategy):
     raise getattr(tf.errors, sys.argv[1])(None, None, "NCCL failure: unhandled system error")
 
 
-training.train = failing
+assembly.train = failing
 sys.exit(cli.main(sys.argv[2:]))
 """
 
@@ -204,7 +205,7 @@ def test_a_task_written_before_its_record_was_declared_is_told_in_one_line(cli, 
     result = cli("export", "--model-dir", str(tmp_path / "run"), env=environment)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-3000:]
     assert result.stderr.startswith("error: task.py has no FEATURES declaration to derive ")
-    assert "declare its record once in FEATURES (features.py)" in result.stderr
+    assert "declare its record once in FEATURES (toolkit/features.py)" in result.stderr
 
 
 def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from {{ cookiecutter.package_name }}.cluster import ClusterError, parse_tf_config, read_tf_config
+from {{ cookiecutter.package_name }}.distribute.cluster import ClusterError, parse_tf_config, read_tf_config
 
 TWO_WORKERS = {"worker": ["localhost:12345", "localhost:12346"]}
 

@@ -14,11 +14,12 @@ import tensorflow as tf
 from conftest import sample_statistics
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from {{ cookiecutter.package_name }} import controller, data, watchdog
-from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.controller import Preempted, TrainingError
+from {{ cookiecutter.package_name }}.data import pipeline
+from {{ cookiecutter.package_name }}.distribute.compat import keras
 from {{ cookiecutter.package_name }}.task import build_model
-from {{ cookiecutter.package_name }}.training import build_controller, plan_run
+from {{ cookiecutter.package_name }}.training import controller, watchdog
+from {{ cookiecutter.package_name }}.training.assembly import build_controller, plan_run
+from {{ cookiecutter.package_name }}.training.controller import Preempted, TrainingError
 
 STEPS_PER_EPOCH = 10
 EPOCHS = 2
@@ -242,8 +243,8 @@ def test_one_pipeline_serves_every_epoch_without_rereading(one_device, sgd_confi
 
         return batch_records(records, per_replica_batch_size).map(count)
 
-    batch_records = data.batch_records
-    monkeypatch.setattr(data, "batch_records", counted_batches)
+    batch_records = pipeline.batch_records
+    monkeypatch.setattr(pipeline, "batch_records", counted_batches)
     config = sgd_config("streamed", 32, epochs=8, steps_per_epoch=16, steps_per_call=4)
     engine = StubEngine(one_device)
     plan = plan_run(config, one_device)

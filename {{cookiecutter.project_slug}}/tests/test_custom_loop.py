@@ -39,18 +39,19 @@ from conftest import (
 )
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import TrainerError, engine_custom
-from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.engine_custom import (
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+{%- if cookiecutter.mixed_precision != "no" %}
+from {{ cookiecutter.package_name }}.distribute.precision import set_precision_policy
+{%- endif %}
+from {{ cookiecutter.package_name }}.task import sample_examples
+from {{ cookiecutter.package_name }}.training import engine_custom
+from {{ cookiecutter.package_name }}.training.assembly import train
+from {{ cookiecutter.package_name }}.training.engine_custom import (
     build_training_state,
     check_compilable,
     make_train_function,
 )
-{%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.precision import set_precision_policy
-{%- endif %}
-from {{ cookiecutter.package_name }}.task import sample_examples
-from {{ cookiecutter.package_name }}.training import train
 {%- if cookiecutter.training_loop == "both" %}
 
 LOOP = {"loop": "custom"}

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import data
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.data import pipeline
+from {{ cookiecutter.package_name }}.data.pipeline import (
     ArraySource,
     DataError,
     evaluation_batches,
@@ -14,7 +14,7 @@ from {{ cookiecutter.package_name }}.data import (
     training_input,
     worker_batches,
 )
-from {{ cookiecutter.package_name }}.record_format import FEATURES
+from {{ cookiecutter.package_name }}.data.record_format import FEATURES
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 
@@ -27,7 +27,7 @@ class RowIndices(ArraySource):
 
 class FileRows:
     """A source of `len(counts)` files, file f holding the next counts[f] row
-    indices, read as TFRecord shards are (data.Source): `read` counts the
+    indices, read as TFRecord shards are (pipeline.Source): `read` counts the
     records read."""
 
     def __init__(self, counts):
@@ -143,7 +143,7 @@ def test_the_order_is_a_function_of_seed_and_epoch():
 
 def test_a_resumes_skip_reports_its_progress_and_lands_on_the_same_batches(monkeypatch):
     # The watchdog's progress: a skip through hundreds of GB is not a stall.
-    monkeypatch.setattr(data, "SKIP_REPORT_RECORDS", 64)
+    monkeypatch.setattr(pipeline, "SKIP_REPORT_RECORDS", 64)
     plan = plan_for(256, 32)  # in memory: one block
     reports = []
     resumed = worker_batches(plan, 5, 2, 7, on_skip_progress=lambda: reports.append(1))
@@ -196,7 +196,7 @@ def test_a_resume_at_any_step_lands_on_the_uninterrupted_batches():
     # record from a position that is not the pass's start. FILE sharding, and one
     # worker, read as this with W = 1.
     plan = files_plan([100, 10, 10], 8, num_workers=2, replicas=4, steps_per_epoch=4)
-    assert plan.shards.policy == data.DATA
+    assert plan.shards.policy == pipeline.DATA
     assert plan.shards.steps_per_pass == 15  # steps land in all 3 blocks, mid-block
     worker = 1
     whole = rows(worker_batches(plan, 3, 0, 0, worker, epochs=5))
@@ -208,7 +208,7 @@ def test_a_resume_at_any_step_lands_on_the_uninterrupted_batches():
 
 def test_a_pass_reads_its_files_in_shuffled_blocks_of_records_shuffled_together():
     plan = files_plan([10] * 64, 20)  # 4 files a block
-    assert data.block_width(64) == 4
+    assert pipeline.block_width(64) == 4
     passes = [sum(rows(worker_batches(plan, 1, epoch, 0)), []) for epoch in range(2)]
     for records in passes:
         assert sorted(records) == list(range(640))

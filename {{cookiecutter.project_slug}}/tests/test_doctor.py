@@ -25,29 +25,29 @@ import tf_keras as keras
 {%- endif %}
 from conftest import REPLICAS, build_model_with_random_layers, check_lines, parsing_also
 
-from {{ cookiecutter.package_name }} import (
-    data,
-    doctor,
+from {{ cookiecutter.package_name }}.checks import doctor, gpu_smoke, probe
+from {{ cookiecutter.package_name }}.config import TrainConfig
+from {{ cookiecutter.package_name }}.data import pipeline
+{%- if cookiecutter.training_loop in ("custom", "both") %}
+from {{ cookiecutter.package_name }}.data.pipeline import worker_batches
+{%- endif %}
+from {{ cookiecutter.package_name }}.distribute.compat import tf_variable, variable_path
+from {{ cookiecutter.package_name }}.distribute.strategy import mirrored_strategy
+from {{ cookiecutter.package_name }}.task import build_model, per_example_loss
+from {{ cookiecutter.package_name }}.training import (
+    assembly,
 {%- if cookiecutter.training_loop in ("custom", "both") %}
     engine_custom,
 {%- endif %}
 {%- if cookiecutter.training_loop in ("fit", "both") and cookiecutter.keras_package == "keras3" %}
     engine_fit,
 {%- endif %}
-    gpu_smoke,
-    probe,
-    training,
 )
-from {{ cookiecutter.package_name }}.compat import tf_variable, variable_path
-from {{ cookiecutter.package_name }}.config import TrainConfig
 {%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.data import worker_batches
-from {{ cookiecutter.package_name }}.engine_custom import TrainingState
+from {{ cookiecutter.package_name }}.training.engine_custom import TrainingState
 {%- endif %}
-from {{ cookiecutter.package_name }}.evaluation import make_metric
-from {{ cookiecutter.package_name }}.optimizer import make_optimizer
-from {{ cookiecutter.package_name }}.strategy import mirrored_strategy
-from {{ cookiecutter.package_name }}.task import build_model, per_example_loss
+from {{ cookiecutter.package_name }}.training.evaluation import make_metric
+from {{ cookiecutter.package_name }}.training.optimizer import make_optimizer
 {%- else %}
 
 from conftest import check_lines
@@ -164,7 +164,7 @@ def with_per_replica_batch_norm(build_model):
 
 def test_batch_normalization_with_per_replica_statistics_fails_sync(config, monkeypatch):
     loop = "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}"
-    builder = f"{{ cookiecutter.package_name }}.engine_{loop}.build_model"
+    builder = f"{{ cookiecutter.package_name }}.training.engine_{loop}.build_model"
     monkeypatch.setattr(builder, with_per_replica_batch_norm(build_model))
     failed = failures(doctor_on(loop, config, monkeypatch))[named("sync", loop)]
     assert "statistics over each replica's share of the batch" in failed
@@ -177,8 +177,8 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
     # Half a second per batch, one batch at a time: 32 examples/s, far below the
     # step's rate even on a busy machine (the image step measured 260 examples/s
     # beside the other test worker); few batches keep it short.
-    slow = parsing_also(training.load_sources, half_a_second_later)
-    monkeypatch.setattr(training, "load_sources", slow)
+    slow = parsing_also(assembly.load_sources, half_a_second_later)
+    monkeypatch.setattr(assembly, "load_sources", slow)
     monkeypatch.setattr(doctor, "INPUT_STEPS", 2)
     _, plan = doctor.check_dataset(config, two_replicas)
     with pytest.raises(doctor.CheckWarning) as warning:
@@ -190,7 +190,7 @@ def test_an_input_bound_pipeline_gives_a_warning_with_both_figures(
 
 def test_a_model_with_random_layers_passes_sync(config, two_replicas, monkeypatch):
     loop = "{{ "custom" if cookiecutter.training_loop == "custom" else "fit" }}"
-    builder = f"{{ cookiecutter.package_name }}.engine_{loop}.build_model"
+    builder = f"{{ cookiecutter.package_name }}.training.engine_{loop}.build_model"
     monkeypatch.setattr(builder, build_model_with_random_layers)
     _, plan = doctor.check_dataset(config, two_replicas)
     steps = doctor.SYNC_STEPS
@@ -260,7 +260,7 @@ def batches_with_a_short_last_batch(records, per_replica_batch_size):
 
 
 def test_a_possibly_empty_replica_batch_fails_dataset(config, monkeypatch):
-    monkeypatch.setattr(data, "batch_records", batches_with_a_short_last_batch)
+    monkeypatch.setattr(pipeline, "batch_records", batches_with_a_short_last_batch)
     failed = failures(doctor.doctor(config))
     assert "batch dimension of None" in failed["dataset"]
     assert "drop_remainder=True" in failed["dataset"]
@@ -309,7 +309,7 @@ def fit_optimizer_created_outside_the_scope(strategy, config, statistics, learni
     ids=["model-outside-scope", "optimizer-outside-scope"],
 )
 def test_fit_built_outside_the_scope_fails_variables(config, monkeypatch, broken_builder, expected):
-    monkeypatch.setattr(training, "build_compiled_model", broken_builder)
+    monkeypatch.setattr(assembly, "build_compiled_model", broken_builder)
     detail = failures(doctor_on("fit", config, monkeypatch))[named("variables", "fit")]
     assert detail.startswith(expected) or f" {expected}" in detail
     assert "inside `with strategy.scope():`" in detail
@@ -370,7 +370,7 @@ def test_custom_loop_state_built_outside_the_scope_fails_variables(
 {%- if cookiecutter.mixed_precision != "no" %}
     config.mixed_precision = False  # the broken builders build for float32
 {%- endif %}
-    monkeypatch.setattr(training, "build_training_state", broken_builder)
+    monkeypatch.setattr(assembly, "build_training_state", broken_builder)
     failed = failures(doctor_on("custom", config, monkeypatch))
     detail = failed[named("variables", "custom")]
     assert expected in detail

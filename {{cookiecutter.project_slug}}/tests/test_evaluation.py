@@ -5,20 +5,20 @@ import numpy as np
 import tensorflow as tf
 from conftest import sample_statistics
 
-from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.data.pipeline import (
     ArraySource,
     evaluation_batches,
     evaluation_input,
     make_plan,
 )
-from {{ cookiecutter.package_name }}.evaluation import evaluate
+from {{ cookiecutter.package_name }}.distribute.compat import keras
 from {{ cookiecutter.package_name }}.task import (
     build_model,
     per_example_loss,
     per_example_metric,
     sample_examples,
 )
+from {{ cookiecutter.package_name }}.training.evaluation import evaluate
 
 # Two full global batches of 64 and a last one of 1 example: on 2 replicas, one
 # replica's share of it is empty.

@@ -10,11 +10,11 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, load_weights, sample_statistics
 
-from {{ cookiecutter.package_name }} import statistics
+from {{ cookiecutter.package_name }}.data import statistics
+from {{ cookiecutter.package_name }}.data.record_format import SERVING_INPUT, serving_inputs
 from {{ cookiecutter.package_name }}.export import ExportError, export
-from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT, serving_inputs
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples, serving_outputs
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training.assembly import train
 
 # A serving client: a fresh process with TensorFlow alone (Keras and this project
 # cannot be imported), which loads the SavedModel and calls its serving_default

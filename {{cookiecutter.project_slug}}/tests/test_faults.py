@@ -3,7 +3,7 @@ workers, and every attempt the rules restart started again, as a
 {% if cookiecutter.launcher == "kubernetes" %}JobSet (its rules read from k8s/jobset.yaml){% else %}launcher that follows the README's restart table{% endif %} would, until the run
 ends. Each run ends on the weights of a run that met no fault, but the node
 that dies on every attempt, which the trainer stops with one line
-(attempts.py). No fault that passes ends a run for good.
+(training/attempts.py). No fault that passes ends a run for good.
 
 `make test-faults` runs them all (marker `faults`; `make test` leaves them out,
 the template's own `make test` runs a few).
@@ -33,7 +33,11 @@ from conftest import (
 from test_kubernetes import FAIL, JOBSET, jobset_action, pod_failure_policy_outcome
 {%- endif %}
 
-from {{ cookiecutter.package_name }}.launch import free_ports, worker_environment, worker_tf_configs
+from {{ cookiecutter.package_name }}.distribute.launch import (
+    free_ports,
+    worker_environment,
+    worker_tf_configs,
+)
 
 pytestmark = [pytest.mark.processes, pytest.mark.faults]
 
@@ -280,7 +284,7 @@ def test_a_worker_that_hangs(command, faultless):
 # stat of a checkpoint file, READ_FAILURES times (then it answers); or the save
 # of the checkpoint at global step SAVE_FAILS (raised once).
 FLAKY_STORAGE = """
-from {{ cookiecutter.package_name }} import preemption
+from {{ cookiecutter.package_name }}.distribute import preemption
 
 preemption.catch_from_start()  # first, as the command does
 
@@ -320,7 +324,7 @@ def test_transient_storage_errors_on_a_checkpoint_read_and_a_write(command, faul
 # The project's command on a worker that reads every checkpoint as damaged (a
 # DataLossError, as from a cached copy gone bad), while the others read them.
 CHECKPOINTS_DAMAGED = """
-from {{ cookiecutter.package_name }} import preemption
+from {{ cookiecutter.package_name }}.distribute import preemption
 
 preemption.catch_from_start()  # first, as the command does
 
@@ -357,13 +361,13 @@ def test_a_checkpoint_one_worker_cannot_read(command, faultless):
 # model's save: longer than a minute, within the watchdog's bound for it with
 # --stall-timeout 30 (3 x 30 s, a first save).
 SLOW_FINAL_SAVE = """
-from {{ cookiecutter.package_name }} import preemption
+from {{ cookiecutter.package_name }}.distribute import preemption
 
 preemption.catch_from_start()  # first, as the command does
 
 import runpy
 import time
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
 
 save_weights = keras.Model.save_weights
 

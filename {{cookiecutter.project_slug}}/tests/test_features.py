@@ -1,11 +1,12 @@
-"""A record declared once (features.py): what the framework derives from it
+"""A record declared once (toolkit/features.py): what the framework derives from it
 round-trips every kind of field, and says in one line what it cannot take."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, features
+from {{ cookiecutter.package_name }} import TrainerError
+from {{ cookiecutter.package_name }}.toolkit import features
 
 # Every kind of field, and a multi-value label.
 RECORD = features.Record(

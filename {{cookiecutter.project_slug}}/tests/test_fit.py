@@ -34,18 +34,19 @@ from conftest import (
 )
 {%- endif %}
 {% if cookiecutter.keras_package == "keras3" %}
-from {{ cookiecutter.package_name }} import TrainerError, engine_fit
+from {{ cookiecutter.package_name }} import TrainerError
 {%- endif %}
-from {{ cookiecutter.package_name }}.engine_fit import FitEngine, build_compiled_model
 {%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.precision import set_precision_policy
+from {{ cookiecutter.package_name }}.distribute.precision import set_precision_policy
 {%- endif %}
 {%- if cookiecutter.keras_package == "keras3" %}
 from {{ cookiecutter.package_name }}.task import build_model, per_example_loss, sample_examples
+from {{ cookiecutter.package_name }}.training import engine_fit
 {%- else %}
 from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training.assembly import train
+from {{ cookiecutter.package_name }}.training.engine_fit import FitEngine, build_compiled_model
 {%- if cookiecutter.training_loop == "both" %}
 
 LOOP = {"loop": "fit"}

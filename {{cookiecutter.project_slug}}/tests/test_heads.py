@@ -1,11 +1,11 @@
-"""The heads a task takes for its loss, metric and exported outputs (heads.py)
+"""The heads a task takes for its loss, metric and exported outputs (toolkit/heads.py)
 compute what their problem's formulas give, in float32 from any dtype."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import heads
+from {{ cookiecutter.package_name }}.toolkit import heads
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])

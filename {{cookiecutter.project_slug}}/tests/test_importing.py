@@ -11,9 +11,9 @@ import re
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.importing import ConversionError, import_images
-from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME
-from {{ cookiecutter.package_name }}.record_format import FEATURES
+from {{ cookiecutter.package_name }}.data.importing import ConversionError, import_images
+from {{ cookiecutter.package_name }}.data.manifest import MANIFEST_NAME
+from {{ cookiecutter.package_name }}.data.record_format import FEATURES
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 # import-images takes a folder for each of the ClassLabel's classes.
@@ -183,10 +183,10 @@ import pytest
 import tensorflow as tf
 from conftest import each_example, encoded
 
-from {{ cookiecutter.package_name }} import importing
-from {{ cookiecutter.package_name }}.importing import ConversionError, convert, import_csv
-from {{ cookiecutter.package_name }}.manifest import MANIFEST_NAME, in_label_order
-from {{ cookiecutter.package_name }}.record_format import FEATURES, LABEL_SHAPE, check_labels
+from {{ cookiecutter.package_name }}.data import importing
+from {{ cookiecutter.package_name }}.data.importing import ConversionError, convert, import_csv
+from {{ cookiecutter.package_name }}.data.manifest import MANIFEST_NAME, in_label_order
+from {{ cookiecutter.package_name }}.data.record_format import FEATURES, LABEL_SHAPE, check_labels
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 if FEATURES is None:

@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import yaml
 
-from {{ cookiecutter.package_name }}.cluster import ClusterError, tf_config_from_jobset
+from {{ cookiecutter.package_name }}.distribute.cluster import ClusterError, tf_config_from_jobset
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = yaml.safe_load((ROOT / "k8s" / "tfjob.yaml").read_text(encoding="utf-8"))

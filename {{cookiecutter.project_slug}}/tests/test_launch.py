@@ -26,9 +26,12 @@ from conftest import (
 {%- endif %}
 )
 
-from {{ cookiecutter.package_name }} import doctor
+from {{ cookiecutter.package_name }}.checks import doctor
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.launch import (
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.data.sources import make_data
+{%- endif %}
+from {{ cookiecutter.package_name }}.distribute.launch import (
     LaunchError,
     free_ports,
 {%- if cookiecutter.keras_package == "keras3" %}
@@ -39,10 +42,7 @@ from {{ cookiecutter.package_name }}.launch import (
     worker_gpus,
     worker_tf_configs,
 )
-{%- if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.sources import make_data
-{%- endif %}
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training.assembly import train
 
 WORKERS = 2
 FINGERPRINT = re.compile(r"^final weights fingerprint: (\w+)$", re.MULTILINE)
@@ -687,7 +687,7 @@ FIT_ON_WORKERS = """
 import keras
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.data import ArraySource
+from {{ cookiecutter.package_name }}.data.pipeline import ArraySource
 from {{ cookiecutter.package_name }}.task import build_model, sample_examples
 
 strategy = tf.distribute.MultiWorkerMirroredStrategy()

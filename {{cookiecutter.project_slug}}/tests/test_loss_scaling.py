@@ -2,7 +2,7 @@
 any one replica is skipped on every replica, and the scale halves.
 
 Keras 3's own LossScaleOptimizer decides on replica 0's gradients alone
-(compat.py says how): with the overflow on replica 1, its weights became -inf
+(distribute/compat.py says how): with the overflow on replica 1, its weights became -inf
 and the scale did not halve. Dynamic loss scaling overflows on purpose every
 ~2,000 steps, so a multi-GPU run meets this within hours.
 """
@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import LOOPS, REPLICAS
-{% if cookiecutter.training_loop == "both" %}
-from {{ cookiecutter.package_name }} import engine_custom, engine_fit
-{%- else %}
-from {{ cookiecutter.package_name }} import engine_{{ cookiecutter.training_loop }}
-{%- endif %}
-from {{ cookiecutter.package_name }}.compat import keras
-from {{ cookiecutter.package_name }}.data import training_input
-from {{ cookiecutter.package_name }}.precision import set_precision_policy
+
+from {{ cookiecutter.package_name }}.data.pipeline import training_input
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.distribute.precision import set_precision_policy
 from {{ cookiecutter.package_name }}.task import build_model
-from {{ cookiecutter.package_name }}.training import build_engine, plan_run
+{%- if cookiecutter.training_loop == "both" %}
+from {{ cookiecutter.package_name }}.training import engine_custom, engine_fit
+{%- else %}
+from {{ cookiecutter.package_name }}.training import engine_{{ cookiecutter.training_loop }}
+{%- endif %}
+from {{ cookiecutter.package_name }}.training.assembly import build_engine, plan_run
 
 PER_REPLICA_BATCH = 8
 # Where each engine looks up the model builder.

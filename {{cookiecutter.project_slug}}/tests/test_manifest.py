@@ -22,12 +22,10 @@ from conftest import (
     write_shards,
 )
 
-from {{ cookiecutter.package_name }} import {% if cookiecutter.task == "tabular" %}features, {% endif %}is_transient, manifest, statistics
+from {{ cookiecutter.package_name }} import is_transient
 from {{ cookiecutter.package_name }}.config import TrainConfig
-{%- if cookiecutter.task == "tabular" %}
-from {{ cookiecutter.package_name }}.data import ArraySource
-{%- endif %}
-from {{ cookiecutter.package_name }}.manifest import (
+from {{ cookiecutter.package_name }}.data import manifest, statistics
+from {{ cookiecutter.package_name }}.data.manifest import (
     DataUnavailable,
     ManifestError,
     first_corrupt_file,
@@ -36,7 +34,10 @@ from {{ cookiecutter.package_name }}.manifest import (
     load,
     sorted_by_label,
 )
-from {{ cookiecutter.package_name }}.record_format import (
+{%- if cookiecutter.task == "tabular" %}
+from {{ cookiecutter.package_name }}.data.pipeline import ArraySource
+{%- endif %}
+from {{ cookiecutter.package_name }}.data.record_format import (
     FEATURES,
 {%- if cookiecutter.task == "tabular" %}
     INPUT_VALUES,
@@ -45,9 +46,12 @@ from {{ cookiecutter.package_name }}.record_format import (
     encode,
     parse_batch,
 )
-from {{ cookiecutter.package_name }}.sources import load_sources, make_data
+from {{ cookiecutter.package_name }}.data.sources import load_sources, make_data
+from {{ cookiecutter.package_name }}.data.tfrecords import write_split
 from {{ cookiecutter.package_name }}.task import sample_examples, statistics_from
-from {{ cookiecutter.package_name }}.tfrecords import write_split
+{%- if cookiecutter.task == "tabular" %}
+from {{ cookiecutter.package_name }}.toolkit import features
+{%- endif %}
 
 # The classes of a ClassLabel (None: the task's labels are not classes).
 NUM_CLASSES = FEATURES.num_classes

@@ -20,17 +20,17 @@ import pytest
 from conftest import read_json, run_cli, scalars
 from mlflow.tracking import MlflowClient
 
-from {{ cookiecutter.package_name }} import mlflow_tracking
 from {{ cookiecutter.package_name }}.config import ConfigError, TrainConfig
-from {{ cookiecutter.package_name }}.controller import UNWATCHED_WRITES_SECONDS
-from {{ cookiecutter.package_name }}.mlflow_tracking import (
+from {{ cookiecutter.package_name }}.task import METRIC_NAME
+from {{ cookiecutter.package_name }}.tracking import mlflow_run
+from {{ cookiecutter.package_name }}.tracking.mlflow_run import (
     STATE_FILE,
     MlflowTracker,
     TrackingError,
     read_state,
 )
-from {{ cookiecutter.package_name }}.task import METRIC_NAME
-from {{ cookiecutter.package_name }}.tracking import TensorBoardScalars
+from {{ cookiecutter.package_name }}.tracking.tracker import TensorBoardScalars
+from {{ cookiecutter.package_name }}.training.controller import UNWATCHED_WRITES_SECONDS
 
 SERVER_START_SECONDS = 120
 # 2 epochs of 8 steps, a checkpoint (and the interval's scalars) every 2 steps.
@@ -350,7 +350,7 @@ def tracker(model_dir, uri, experiment, workers=1):
 def test_the_default_store_is_a_sqlite_file_in_the_working_directory(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     # The end waits for the values to be sent, however loaded the machine.
-    monkeypatch.setattr(mlflow_tracking, "END_WAIT_SECONDS", 600.0)
+    monkeypatch.setattr(mlflow_run, "END_WAIT_SECONDS", 600.0)
     monkeypatch.chdir(tmp_path)
     local = tracker(tmp_path, None, "local")
     local.record(5, {"loss": 0.5})
@@ -415,9 +415,9 @@ def test_a_resumed_tracker_keeps_each_step_once_the_first_value(server, tmp_path
 
 
 def test_an_unreachable_server_warns_once_and_keeps_the_values(tmp_path, caplog, monkeypatch):
-    monkeypatch.setattr(mlflow_tracking, "MAX_UNSENT", 4)
+    monkeypatch.setattr(mlflow_run, "MAX_UNSENT", 4)
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    caplog.set_level(logging.INFO, logger=mlflow_tracking.__name__)
+    caplog.set_level(logging.INFO, logger=mlflow_run.__name__)
     dead = tracker(tmp_path, uri, "dead")
     for step in range(1, 4):
         dead.record(step, {"loss": 1.0, "learning_rate": 0.1})
@@ -437,7 +437,7 @@ def test_an_unreachable_server_warns_once_and_keeps_the_values(tmp_path, caplog,
 
 def test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")  # each request waits 60 s
-    monkeypatch.setattr(mlflow_tracking, "END_WAIT_SECONDS", 600.0)
+    monkeypatch.setattr(mlflow_run, "END_WAIT_SECONDS", 600.0)
     with socket.socket() as silent:  # takes connections (its backlog), never answers
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
@@ -457,7 +457,7 @@ def test_a_server_that_never_answers_holds_up_no_record_nor_a_preemption(tmp_pat
 def test_values_a_server_missed_while_down_are_sent_when_it_answers_again(
     server, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(mlflow_run, "RETRY_SECONDS", 0.2)
     down = threading.Event()
     log_batch = MlflowClient.log_batch
 
@@ -489,7 +489,7 @@ def test_a_run_whose_creation_was_cut_short_is_found_by_its_key_not_made_twice(
     # The server made the run but its reply was lost (a timeout; a kill before
     # the id was written is the same): the next try finds it by the key that
     # mlflow_run.json held before the run was asked for.
-    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(mlflow_run, "RETRY_SECONDS", 0.2)
     create_run = MlflowClient.create_run
     made = []
 
@@ -519,7 +519,7 @@ def test_a_run_the_server_stored_after_the_retry_looked_is_deleted_at_the_end(
 ):
     # A queued server stores the first creation only after the retry has looked
     # for it and made another: the copy, which holds nothing, goes at the end.
-    monkeypatch.setattr(mlflow_tracking, "RETRY_SECONDS", 0.2)
+    monkeypatch.setattr(mlflow_run, "RETRY_SECONDS", 0.2)
     create_run = MlflowClient.create_run
     late, asked = [], threading.Event()
 
@@ -556,23 +556,21 @@ def test_a_run_that_stops_before_training_leaves_its_mlflow_run_as_it_was(server
 
 
 def test_credentials_in_the_tracking_uri_are_not_shown(monkeypatch):
-    assert mlflow_tracking.without_password("https://me:token@mlflow.internal/x") == (
+    assert mlflow_run.without_password("https://me:token@mlflow.internal/x") == (
         "https://***@mlflow.internal/x"
     )
-    assert mlflow_tracking.without_password("sqlite:////data/mlflow.db") == (
-        "sqlite:////data/mlflow.db"
-    )
+    assert mlflow_run.without_password("sqlite:////data/mlflow.db") == "sqlite:////data/mlflow.db"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "mlflow.internal:5000")
     with pytest.raises(TrackingError, match=r"^MLFLOW_TRACKING_URI='mlflow.internal:5000' is not"):
-        mlflow_tracking.tracking_uri(TrainConfig())
+        mlflow_run.tracking_uri(TrainConfig())
 
 
 def test_registering_an_export_to_a_url_is_refused_before_it_is_written(tmp_path):
     with pytest.raises(TrackingError, match=r"^--register-model uploads the export from local"):
-        mlflow_tracking.tracked_run(str(tmp_path), "gs://bucket/exports")
+        mlflow_run.tracked_run(str(tmp_path), "gs://bucket/exports")
 
 
 def test_the_other_workers_wait_at_the_end_for_the_chiefs_last_values_to_mlflow():
     # The chief sends them after its watchdog stops, within the end barrier's
     # allowance for such writes: otherwise the other workers would leave first.
-    assert UNWATCHED_WRITES_SECONDS > mlflow_tracking.END_WAIT_SECONDS
+    assert UNWATCHED_WRITES_SECONDS > mlflow_run.END_WAIT_SECONDS

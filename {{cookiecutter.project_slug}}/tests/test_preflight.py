@@ -13,18 +13,16 @@ import tensorflow as tf
 {%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
 from conftest import read_json, truncated_jpeg_record, write_shards
 {%- endif %}
-{% if cookiecutter.mixed_precision == "bfloat16" %}
-from {{ cookiecutter.package_name }} import TrainerError, checkpointing
-{%- else %}
-from {{ cookiecutter.package_name }} import checkpointing
-{%- endif %}
-from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, is_remote, prepare_model_dir
+
+from {{ cookiecutter.package_name }} import {% if cookiecutter.mixed_precision == "bfloat16" %}TrainerError, {% endif %}is_remote
 {%- if cookiecutter.task == "image" and cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.manifest import INDEX_COMMAND
+from {{ cookiecutter.package_name }}.data.manifest import INDEX_COMMAND
 {%- endif %}
 {%- if cookiecutter.mixed_precision == "bfloat16" %}
-from {{ cookiecutter.package_name }}.precision import check_bfloat16_gpus
+from {{ cookiecutter.package_name }}.distribute.precision import check_bfloat16_gpus
 {%- endif %}
+from {{ cookiecutter.package_name }}.training import checkpointing
+from {{ cookiecutter.package_name }}.training.checkpointing import CheckpointError, prepare_model_dir
 
 DiskUsage = namedtuple("DiskUsage", "total used free")
 

@@ -9,14 +9,14 @@ import pytest
 import tensorflow as tf
 from conftest import build_model_with_random_layers, sample_statistics
 
-from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
+from {{ cookiecutter.package_name }}.distribute.compat import keras, per_replica_randomness
+from {{ cookiecutter.package_name }}.task import prepare_batch, sample_examples
 {%- if cookiecutter.training_loop in ("custom", "both") %}
-from {{ cookiecutter.package_name }}.engine_custom import build_training_state
+from {{ cookiecutter.package_name }}.training.engine_custom import build_training_state
 {%- endif %}
 {%- if cookiecutter.training_loop in ("fit", "both") %}
-from {{ cookiecutter.package_name }}.engine_fit import build_compiled_model
+from {{ cookiecutter.package_name }}.training.engine_fit import build_compiled_model
 {%- endif %}
-from {{ cookiecutter.package_name }}.task import prepare_batch, sample_examples
 
 WIDTH = 64
 
@@ -61,7 +61,7 @@ def model_inputs():
 
 
 def test_the_{{ engine }}_engines_model_draws_per_replica(two_replicas, sgd_config, monkeypatch):
-    builder = "{{ cookiecutter.package_name }}.engine_{{ engine }}.build_model"
+    builder = "{{ cookiecutter.package_name }}.training.engine_{{ engine }}.build_model"
     monkeypatch.setattr(builder, build_model_with_random_layers)
     config = sgd_config("dropout", 8)
 {%- if engine == "fit" %}

@@ -13,9 +13,9 @@ CALLS = 2
 DRAW_MASKS = f"""
 import hashlib
 
-from {{ cookiecutter.package_name }}.strategy import make_strategy
-from {{ cookiecutter.package_name }}.training import set_global_seed
-from {{ cookiecutter.package_name }}.compat import keras, per_replica_randomness
+from {{ cookiecutter.package_name }}.distribute.compat import keras, per_replica_randomness
+from {{ cookiecutter.package_name }}.distribute.strategy import make_strategy
+from {{ cookiecutter.package_name }}.training.assembly import set_global_seed
 import tensorflow as tf
 
 strategy = make_strategy()

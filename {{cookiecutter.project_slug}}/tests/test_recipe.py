@@ -1,4 +1,4 @@
-"""The training recipe (optimizer.py): the learning rate follows the global
+"""The training recipe (training/optimizer.py): the learning rate follows the global
 batch, warms up and decays by the optimizer's step; AdamW decays what it should;
 LAMB takes the paper's steps and resumes exactly; the weights' moving averages
 are kept in sync, checkpointed and used.
@@ -14,11 +14,13 @@ from conftest import LOOPS, assert_in_sync, assert_losses_alike, trainable_weigh
 from keras import Variable as Keras3Variable
 from keras.optimizers import Lamb as Keras3Lamb
 
-from {{ cookiecutter.package_name }} import TrainerError, statistics
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }} import TrainerError
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.lamb import Lamb
-from {{ cookiecutter.package_name }}.optimizer import (
+from {{ cookiecutter.package_name }}.data import statistics
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.training.assembly import build_engine, plan_run, train
+from {{ cookiecutter.package_name }}.training.lamb import Lamb
+from {{ cookiecutter.package_name }}.training.optimizer import (
     WarmupThenDecay,
     describe_scaling,
     large_batch_note,
@@ -27,7 +29,6 @@ from {{ cookiecutter.package_name }}.optimizer import (
     scaled_learning_rate,
     weight_averages,
 )
-from {{ cookiecutter.package_name }}.training import build_engine, plan_run, train
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 from conftest import sample_statistics, scalars, with_every_engine_model
 
-from {{ cookiecutter.package_name }} import replica_sync
-from {{ cookiecutter.package_name }}.compat import keras, tf_variable
+from {{ cookiecutter.package_name }}.distribute.compat import keras, tf_variable
 from {{ cookiecutter.package_name }}.task import build_model
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training import replica_sync
+from {{ cookiecutter.package_name }}.training.assembly import train
 
 NUDGE = 1e-3
 RUN = dict(epochs=1, steps_per_epoch=4, checkpoint_every=2)

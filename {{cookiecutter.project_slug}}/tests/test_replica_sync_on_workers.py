@@ -15,9 +15,9 @@ NUDGE = 0.25
 CHECK_A_NUDGED_WORKER = f"""
 import json
 
-from {{ cookiecutter.package_name }}.compat import keras, tf_variable
-from {{ cookiecutter.package_name }}.replica_sync import ReplicaSync
-from {{ cookiecutter.package_name }}.strategy import make_strategy
+from {{ cookiecutter.package_name }}.distribute.compat import keras, tf_variable
+from {{ cookiecutter.package_name }}.distribute.strategy import make_strategy
+from {{ cookiecutter.package_name }}.training.replica_sync import ReplicaSync
 
 strategy = make_strategy()
 with strategy.scope():

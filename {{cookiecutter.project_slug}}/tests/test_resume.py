@@ -34,13 +34,14 @@ from conftest import (
     wait_until_tensorflow_loads,
 )
 
-from {{ cookiecutter.package_name }} import checkpointing, is_transient, training
-from {{ cookiecutter.package_name }}.checkpointing import CheckpointError, Checkpoints
-from {{ cookiecutter.package_name }}.compat import keras, random_layers
-from {{ cookiecutter.package_name }}.controller import TrainingError
+from {{ cookiecutter.package_name }} import is_transient
+from {{ cookiecutter.package_name }}.distribute.compat import keras, random_layers
 from {{ cookiecutter.package_name }}.export import export
 from {{ cookiecutter.package_name }}.task import build_model
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training import assembly, checkpointing
+from {{ cookiecutter.package_name }}.training.assembly import train
+from {{ cookiecutter.package_name }}.training.checkpointing import CheckpointError, Checkpoints
+from {{ cookiecutter.package_name }}.training.controller import TrainingError
 
 KILLS = 2
 # 12 steps per epoch, a checkpoint every 5 steps: most saves fall inside an epoch.
@@ -335,7 +336,8 @@ import time
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import cli, data
+from {{ cookiecutter.package_name }} import cli
+from {{ cookiecutter.package_name }}.data import pipeline
 
 batched = []
 
@@ -353,8 +355,8 @@ def stalling(positions, records):
     return gated, records
 
 
-batch_records = data.batch_records
-data.batch_records = lambda records, size: batch_records(records, size).map(stalling)
+batch_records = pipeline.batch_records
+pipeline.batch_records = lambda records, size: batch_records(records, size).map(stalling)
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -478,10 +480,10 @@ def test_a_blow_up_rolls_back_to_the_last_checkpoint_skips_its_batches_and_finis
 ):
     # Calls of 2 steps, a checkpoint at step 4: the 3rd call (steps 5-6) blows up.
     settings = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
-    build_engine = training.build_engine
-    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3}, skipping))
+    build_engine = assembly.build_engine
+    monkeypatch.setattr(assembly, "build_engine", with_engine_calls(build_engine, {3}, skipping))
     skipped = train(sgd_config("skipped", 128, **settings), one_device)
-    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3}, diverging))
+    monkeypatch.setattr(assembly, "build_engine", with_engine_calls(build_engine, {3}, diverging))
     recovered = train(sgd_config("recovered", 128, recovery_trials=1, **settings), one_device)
     assert (recovered["recoveries"], skipped["recoveries"]) == (1, 0)
     assert recovered["global_step"] == 8
@@ -499,8 +501,8 @@ BLOW_UP_RUN = dict(epochs=1, steps_per_epoch=8, steps_per_call=2, checkpoint_eve
 
 def blowing_up(monkeypatch, calls):
     """The engine's calls numbered `calls` blow up (diverging)."""
-    build_engine = with_engine_calls(training.build_engine, calls, diverging)
-    monkeypatch.setattr(training, "build_engine", build_engine)
+    build_engine = with_engine_calls(assembly.build_engine, calls, diverging)
+    monkeypatch.setattr(assembly, "build_engine", build_engine)
 
 
 def test_bad_batches_in_calls_in_a_row_each_roll_back_while_trials_last(
@@ -508,8 +510,8 @@ def test_bad_batches_in_calls_in_a_row_each_roll_back_while_trials_last(
 ):
     # Calls 3 and 4 (steps 5-8) blow up: two bad batches close together, each
     # rolled back and skipped, as if their calls had trained on nothing.
-    build_engine = training.build_engine
-    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {3, 4}, skipping))
+    build_engine = assembly.build_engine
+    monkeypatch.setattr(assembly, "build_engine", with_engine_calls(build_engine, {3, 4}, skipping))
     skipped = train(sgd_config("skipped-both", 128, **BLOW_UP_RUN), one_device)
     blowing_up(monkeypatch, {3, 4})
     recovered = train(sgd_config("in-a-row", 128, recovery_trials=2, **BLOW_UP_RUN), one_device)
@@ -576,18 +578,18 @@ def test_random_layers_killed_mid_epoch_resume_to_the_uninterrupted_weights(
 ):
     # Dropout and Gaussian noise draw from generators whose state moves at every
     # step: a resume must restore it, or it draws other masks than the run would.
-    module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
+    module = importlib.import_module(f"{{ cookiecutter.package_name }}.training.engine_{loop}")
     monkeypatch.setattr(module, "build_model", build_model_with_random_layers)
     # 6 steps an epoch, calls of 2, a checkpoint every 4: the 5th call (steps 9-10)
     # dies after the checkpoint at step 8, 2 steps into epoch 2.
     settings = dict(epochs=2, steps_per_epoch=6, steps_per_call=2, checkpoint_every=4{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
     reference = train(sgd_config("uninterrupted", 64, **settings), two_replicas)
     config = sgd_config("killed", 64, **settings)
-    build_engine = training.build_engine
-    monkeypatch.setattr(training, "build_engine", with_engine_calls(build_engine, {5}, crashing))
+    build_engine = assembly.build_engine
+    monkeypatch.setattr(assembly, "build_engine", with_engine_calls(build_engine, {5}, crashing))
     with pytest.raises(SystemExit):
         train(config, two_replicas)
-    monkeypatch.setattr(training, "build_engine", build_engine)
+    monkeypatch.setattr(assembly, "build_engine", build_engine)
     resumed = train(config, two_replicas)
     assert resumed["resumed_from"] == {"epoch": 1, "step": 2}
     assert resumed["weights_fingerprint"] == reference["weights_fingerprint"]
@@ -803,7 +805,7 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(
     away (the model lacks some of the checkpoint's) is refused, naming what does
     not match: a resume restores every variable or none."""
     config = sgd_config("changed", 128, epochs=1{% if cookiecutter.training_loop == "both" %}, loop=loop{% endif %})
-    module = importlib.import_module(f"{{ cookiecutter.package_name }}.engine_{loop}")
+    module = importlib.import_module(f"{{ cookiecutter.package_name }}.training.engine_{loop}")
     built, wider = module.build_model, wider_model(module.build_model)
     first, second = (built, wider) if lacking == "checkpoint" else (wider, built)
     monkeypatch.setattr(module, "build_model", first)

@@ -8,9 +8,9 @@ import logging
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import run_settings
-from {{ cookiecutter.package_name }}.checkpointing import CheckpointError
-from {{ cookiecutter.package_name }}.training import train
+from {{ cookiecutter.package_name }}.training import run_settings
+from {{ cookiecutter.package_name }}.training.assembly import train
+from {{ cookiecutter.package_name }}.training.checkpointing import CheckpointError
 
 
 def changed_lines(caplog):

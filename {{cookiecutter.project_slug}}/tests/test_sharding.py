@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.data.pipeline import (
     DATA,
     FILE,
     DataError,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from {{ cookiecutter.package_name }}.cluster import (
+from {{ cookiecutter.package_name }}.distribute.cluster import (
     ClusterError,
     expand_hostlist,
     expand_tasks_per_node,
@@ -262,7 +262,7 @@ def test_cluster_step_gives_every_task_its_tf_config():
 def test_cluster_step_outside_slurm_is_one_plain_error():
     environment = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
     result = subprocess.run(
-        [sys.executable, "-m", "{{ cookiecutter.package_name }}.cluster", "--from-slurm"],
+        [sys.executable, "-m", "{{ cookiecutter.package_name }}.distribute.cluster", "--from-slurm"],
         env=environment,
         capture_output=True,
         text=True,
@@ -334,7 +334,7 @@ def test_workers_follow_slurms_node_order_and_share_a_node_by_port():
 
 
 def test_tensorflows_resolver_still_sorts_host_names_as_text(monkeypatch):
-    # Why cluster.py builds TF_CONFIG itself: Slurm runs task 1 of node[1-10] on
+    # Why distribute/cluster.py builds TF_CONFIG itself: Slurm runs task 1 of node[1-10] on
     # node2, TensorFlow's resolver calls worker 1 node10. Fails the day it is fixed.
     import tensorflow as tf
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 {% if cookiecutter.data_source == "tfrecord" %}
-from {{ cookiecutter.package_name }}.sources import make_data
+from {{ cookiecutter.package_name }}.data.sources import make_data
 {%- endif %}
-from {{ cookiecutter.package_name }}.startup import NATIVE_STARTUP_NOISE
+from {{ cookiecutter.package_name }}.distribute.startup import NATIVE_STARTUP_NOISE
 
 pytestmark = pytest.mark.slurm
 

@@ -11,11 +11,12 @@ import pytest
 import tensorflow as tf
 from conftest import LOOPS, assert_same_statistics
 
-from {{ cookiecutter.package_name }} import statistics, task
-from {{ cookiecutter.package_name }}.data import ArraySource
+from {{ cookiecutter.package_name }} import task
+from {{ cookiecutter.package_name }}.data import statistics
+from {{ cookiecutter.package_name }}.data.pipeline import ArraySource
 from {{ cookiecutter.package_name }}.export import trained_model
 from {{ cookiecutter.package_name }}.task import sample_examples
-from {{ cookiecutter.package_name }}.training import plan_run, train
+from {{ cookiecutter.package_name }}.training.assembly import plan_run, train
 
 
 def test_the_sums_do_not_depend_on_how_the_data_is_batched():

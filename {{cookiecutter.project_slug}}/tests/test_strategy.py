@@ -1,7 +1,7 @@
 import pytest
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }}.strategy import (
+from {{ cookiecutter.package_name }}.distribute.strategy import (
     StrategyError,
     check_keras_version,
     check_tensorflow_version,

@@ -11,26 +11,26 @@ import pytest
 import tensorflow as tf
 from conftest import each_example, encoded, {% if cookiecutter.task == "image" %}sample_statistics, {% endif %}write_shards
 
-from {{ cookiecutter.package_name }} import sources as project_sources
 from {{ cookiecutter.package_name }}.config import TrainConfig
-from {{ cookiecutter.package_name }}.data import (
+from {{ cookiecutter.package_name }}.data import sources as project_sources
+from {{ cookiecutter.package_name }}.data.pipeline import (
     DataError,
     evaluation_batches,
     make_plan,
     worker_batches,
 )
 {%- if cookiecutter.task == "image" %}
-from {{ cookiecutter.package_name }}.record_format import FEATURES, parse_batch
+from {{ cookiecutter.package_name }}.data.record_format import FEATURES, parse_batch
 {%- else %}
-from {{ cookiecutter.package_name }}.record_format import LABEL_SHAPE, SERVING_INPUT, parse_batch
+from {{ cookiecutter.package_name }}.data.record_format import LABEL_SHAPE, SERVING_INPUT, parse_batch
 {%- endif %}
-from {{ cookiecutter.package_name }}.sources import RecordSource, load_sources, make_data
+from {{ cookiecutter.package_name }}.data.sources import RecordSource, load_sources, make_data
+from {{ cookiecutter.package_name }}.data.tfrecords import shard_name, write_split
 {%- if cookiecutter.task == "image" %}
 from {{ cookiecutter.package_name }}.task import build_model, prepare_batch, sample_examples
 {%- else %}
 from {{ cookiecutter.package_name }}.task import sample_examples
 {%- endif %}
-from {{ cookiecutter.package_name }}.tfrecords import shard_name, write_split
 
 
 class SerializedRecords(RecordSource):

@@ -15,14 +15,14 @@ os.environ["TF_USE_LEGACY_KERAS"] = "1"
 {%- endif %}
 
 
-# The exit status of a run stopped for want of progress: a stall (watchdog.py),
+# The exit status of a run stopped for want of progress: a stall (training/watchdog.py),
 # or infrastructure that failed this time (a transient error): 128 + SIGALRM, a
 # timer ran out. Retryable: the restart resumes from the last checkpoint.
 STALLED_EXIT_STATUS = 142
 # TensorFlow's errors for infrastructure that failed this time, by class name:
 # storage or a peer that did not answer, a device or collective library's
 # internal error (NCCL, cuDNN), memory, a read that failed its checksum and that
-# a scan of the files did not confirm (sources.py). Exit 2 would end the run for
+# a scan of the files did not confirm (data/sources.py). Exit 2 would end the run for
 # good; any other error of TensorFlow's is a bug (exit 1, its traceback).
 TRANSIENT_OP_ERRORS = (
     "UnavailableError",
@@ -38,7 +38,7 @@ TRANSIENT_OP_ERRORS = (
 
 # Called with (exit status, cause) as the process
 # ends, however it ends (the watchdog's and the SIGTERM thread's os._exit too):
-# attempts.py records how the attempt ended.
+# training/attempts.py records how the attempt ended.
 LAST_WORDS = []
 
 
@@ -85,10 +85,17 @@ def first_line(err, limit=300):
     return lines[0][:limit]
 
 
+def is_remote(path):
+    """Whether `path` is a URL of a file system TensorFlow reaches (gs://, s3://,
+    hdfs://, ram://...) rather than a local path. A URL goes through tf.io.gfile
+    only: pathlib reads gs://b/run as the local directory gs:/b/run."""
+    return re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://", str(path)) is not None
+
+
 def write_atomically(path, text):
     """Write `text` to `path` (a local path or a URL) whole or not at all: a
     reader, another worker starting, never sees half a file."""
-    import tensorflow as tf  # here, not above: cluster.py runs before TensorFlow loads
+    import tensorflow as tf  # here, not above: distribute/cluster.py runs before TensorFlow loads
 
     partial = f"{path}.partial"
     try:

@@ -20,16 +20,12 @@ from {{ cookiecutter.package_name }} import (
     STALLED_EXIT_STATUS,
     TrainerError,
     TransientError,
-{%- if cookiecutter.data_source == "tfrecord" %}
-    data_commands,
-{%- endif %}
     first_line,
+{%- if cookiecutter.distribution == "multi_worker" %}
+    is_remote,
+{%- endif %}
     is_transient,
     last_words,
-{%- if cookiecutter.distribution == "multi_worker" %}
-    launch,
-{%- endif %}
-    preemption,
 )
 from {{ cookiecutter.package_name }}.arguments import (
     ArgumentParser,
@@ -41,6 +37,7 @@ from {{ cookiecutter.package_name }}.arguments import (
     positive_float,
     positive_int,
 )
+from {{ cookiecutter.package_name }}.checks.task_contract import check_task
 from {{ cookiecutter.package_name }}.config import (
     FRACTION_FIELDS,
     POSITIVE_FIELDS,
@@ -48,9 +45,12 @@ from {{ cookiecutter.package_name }}.config import (
     load_config,
     value_type,
 )
+{%- if cookiecutter.data_source == "tfrecord" %}
+from {{ cookiecutter.package_name }}.data import commands as data_commands
+{%- endif %}
+from {{ cookiecutter.package_name }}.distribute import {% if cookiecutter.distribution == "multi_worker" %}launch, {% endif %}preemption
+from {{ cookiecutter.package_name }}.distribute.startup import start_tensorflow
 from {{ cookiecutter.package_name }}.progress import ProgressAwareHandler
-from {{ cookiecutter.package_name }}.startup import start_tensorflow
-from {{ cookiecutter.package_name }}.task_contract import check_task
 
 PROG = "{{ cookiecutter.project_slug }}"
 
@@ -162,8 +162,8 @@ def train_to_exit_status(config, strategy):
     """Train; 0 when the run is done, PREEMPTED_EXIT_STATUS when it saved and
     stopped for a SIGTERM (the watchdog exits STALLED_EXIT_STATUS from its own
     thread on a stall)."""
-    from {{ cookiecutter.package_name }}.controller import Preempted
-    from {{ cookiecutter.package_name }}.training import train
+    from {{ cookiecutter.package_name }}.training.assembly import train
+    from {{ cookiecutter.package_name }}.training.controller import Preempted
 
     try:
         train(config, strategy)
@@ -174,7 +174,7 @@ def train_to_exit_status(config, strategy):
 
 def run_doctor(args):
     config = config_from_args(args)
-    from {{ cookiecutter.package_name }}.doctor import doctor
+    from {{ cookiecutter.package_name }}.checks.doctor import doctor
 
     report = doctor(config)
     report.print()
@@ -191,7 +191,7 @@ def run_export(args):
 
 
 def run_gpu_smoke(args):
-    from {{ cookiecutter.package_name }}.gpu_smoke import gpu_smoke
+    from {{ cookiecutter.package_name }}.checks.gpu_smoke import gpu_smoke
 
     report = gpu_smoke(load_config(None, {}), args.cpu_replicas)
     report.print()

@@ -50,13 +50,13 @@ class TrainConfig:
         "micro-batches of --per-replica-batch-size per optimizer update: the global batch"
         " is this times the per-replica batch times the replicas",
     )
-    # The rate for a reference global batch, scaled to the run's (optimizer.py).
+    # The rate for a reference global batch, scaled to the run's (training/optimizer.py).
     learning_rate: float = setting(
         0.01, "the peak learning rate for a global batch of --reference-batch-size"
     )
     reference_batch_size: int = setting(256, "the global batch --learning-rate is given for")
     # Adaptive optimizers keep their behaviour under a square-root rule (Malladi
-    # et al. 2022), SGD under the linear one (Goyal et al. 2017): optimizer.py.
+    # et al. 2022), SGD under the linear one (Goyal et al. 2017): training/optimizer.py.
     learning_rate_scaling: str | None = setting(
         None,
         "the rate times (global batch / reference batch) (linear), its square root (sqrt),"
@@ -124,14 +124,14 @@ class TrainConfig:
     # 0.2-0.3 s a step, inside the 120 s the cluster files give before the kill.
     steps_per_call: int = setting(100, "training steps per tf.function call")
     # A collective waits for every replica without a time limit: a stopped worker
-    # or input pipeline would hold the job's GPUs forever (watchdog.py).
+    # or input pipeline would hold the job's GPUs forever (training/watchdog.py).
     stall_timeout: int = setting(
         600,
         "exit 142 (the job restarts from the last checkpoint) when a call, save or"
         " evaluation makes no progress for this many seconds (more for slow ones)",
         commands=("train",),
     )
-    # Only the trainer knows whether a restart moved the run on (attempts.py).
+    # Only the trainer knows whether a restart moved the run on (training/attempts.py).
     no_progress_attempts: int = setting(
         3,
         "stop the run (exit 1, which no launcher restarts) when the last N attempts"
@@ -273,7 +273,7 @@ class TrainConfig:
 {%- endif %}
 
 
-# TensorFlow's seeds are below 2**31 - 1, and seed 0 uses 2**31 - 2 (training.py).
+# TensorFlow's seeds are below 2**31 - 1, and seed 0 uses 2**31 - 2 (training/assembly.py).
 MAX_SEED = 2**31 - 3
 {%- if cookiecutter.tracking == "mlflow" %}
 # The stores MLflow's tracking client takes (a plain file store is refused by MLflow 3.13+).

@@ -14,17 +14,18 @@ import os
 
 import tensorflow as tf
 
-from {{ cookiecutter.package_name }} import TrainerError, first_line, statistics
-from {{ cookiecutter.package_name }}.checkpointing import FINAL_WEIGHTS, is_remote
+from {{ cookiecutter.package_name }} import TrainerError, first_line, is_remote
+from {{ cookiecutter.package_name }}.data import statistics
+from {{ cookiecutter.package_name }}.data.record_format import SERVING_INPUT, serving_inputs
 {%- if cookiecutter.distribution == "multi_worker" %}
-from {{ cookiecutter.package_name }}.cluster import is_chief_task, read_tf_config
+from {{ cookiecutter.package_name }}.distribute.cluster import is_chief_task, read_tf_config
 {%- endif %}
-from {{ cookiecutter.package_name }}.compat import save_for_serving
+from {{ cookiecutter.package_name }}.distribute.compat import save_for_serving
 {%- if cookiecutter.mixed_precision != "no" %}
-from {{ cookiecutter.package_name }}.precision import set_precision_policy
+from {{ cookiecutter.package_name }}.distribute.precision import set_precision_policy
 {%- endif %}
-from {{ cookiecutter.package_name }}.record_format import SERVING_INPUT, serving_inputs
 from {{ cookiecutter.package_name }}.task import build_model, serving_outputs
+from {{ cookiecutter.package_name }}.training.checkpointing import FINAL_WEIGHTS
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def export(model_dir, export_dir=None{% if cookiecutter.tracking == "mlflow" %},
     if register_model:
         # Here, not above: importing MLflow takes seconds, which an export that
         # registers nothing should not pay.
-        from {{ cookiecutter.package_name }}.mlflow_tracking import register_export, tracked_run
+        from {{ cookiecutter.package_name }}.tracking.mlflow_run import register_export, tracked_run
 
         # Looked up first: a registration that cannot be made leaves no export.
         tracked = tracked_run(model_dir, export_dir)

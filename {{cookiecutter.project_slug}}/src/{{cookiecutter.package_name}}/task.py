@@ -6,7 +6,7 @@ doctor) reaches it through these names alone.
 
 Its data:
 
-- `FEATURES`: one record, declared once (features.py): each field's name,
+- `FEATURES`: one record, declared once (toolkit/features.py): each field's name,
   dtype and shape, and which field is the label; the others are the model's
 {%- if cookiecutter.task == "tabular" %}
   inputs (here a vector of NUM_FEATURES floats, and a class index). From it the
@@ -16,7 +16,7 @@ Its data:
   after a field goes to it; the others, in order, fill the one field left:
   here 'features'), and takes what a client sends the exported model (the
   model's inputs, by name). A format that needs more defines the piece itself
-  (record_format.py names them: `encode`, `parse_batch`, `check_labels`...).
+  (data/record_format.py names them: `encode`, `parse_batch`, `check_labels`...).
 {%- else %}
   inputs (here an image's JPEG bytes, and a class index). From it the framework
 {%- if cookiecutter.data_source == "tfrecord" %}
@@ -27,7 +27,7 @@ Its data:
   takes what a client sends the exported model (and a TFRecord project's
   commands write, check and parse records).
 {%- endif %} A format
-  that needs more defines the piece itself (record_format.py names them): here
+  that needs more defines the piece itself (data/record_format.py names them): here
   `SERVING_INPUT`, the name a client sends JPEG bytes under.
 {%- endif %}
 - `sample_examples(num_examples, seed)`: seeded (inputs, labels) arrays: the
@@ -43,7 +43,7 @@ Its data:
   of {value: count} dicts to learn a vocabulary from), which
   the framework adds up over the training split{% if cookiecutter.data_source == "tfrecord" %} in `index`{% else %} before step 1{% endif %};
   `statistics_from` turns them into the JSON values `build_model` gets, the
-  same in training, evaluation and export (statistics.py).
+  same in training, evaluation and export (data/statistics.py).
 
 Its problem:
 
@@ -70,6 +70,6 @@ import numpy as np
 import tensorflow as tf
 {%- endif %}
 
-from {{ cookiecutter.package_name }} import features, heads, {% if cookiecutter.task == "image" %}image_ops, {% endif %}moments
-from {{ cookiecutter.package_name }}.compat import keras
+from {{ cookiecutter.package_name }}.distribute.compat import keras
+from {{ cookiecutter.package_name }}.toolkit import features, heads, {% if cookiecutter.task == "image" %}image_ops, {% endif %}moments
 {% include "task/" ~ cookiecutter.task ~ ".py" %}

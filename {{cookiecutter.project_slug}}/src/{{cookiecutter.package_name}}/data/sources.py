@@ -1,0 +1,1 @@
+{% include "data/sources/" ~ cookiecutter.data_source ~ ".py" %}

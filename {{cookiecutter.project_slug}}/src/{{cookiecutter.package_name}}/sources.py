@@ -1,1 +1,0 @@
-{% include "sources/" ~ cookiecutter.data_source ~ ".py" %}
