@@ -76,7 +76,7 @@ def measure(package, workdir, quick):
     def module(name):
         return importlib.import_module(f"{package}.{name}")
 
-    strategy_module = module("strategy")
+    strategy_module = module("distribute.strategy")
     strategy = strategy_module.make_strategy(cpu_replicas=2)  # before any other TensorFlow op
 
     problem = module("task")
@@ -85,8 +85,8 @@ def measure(package, workdir, quick):
 
     import tensorflow as tf
 
-    doctor, engine_fit = module("doctor"), module("engine_fit")
-    sources, training = module("sources"), module("training")
+    doctor, engine_fit = module("checks.doctor"), module("training.engine_fit")
+    sources, training = module("data.sources"), module("training.assembly")
 
     small, large = workdir / f"{task}-data-1x", workdir / f"{task}-data-20x"
     sources.make_data(small, num_files=4, examples=startup_examples)

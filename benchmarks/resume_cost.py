@@ -116,7 +116,8 @@ def main():
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--gb", type=float, default=2.0, help="training data to make, in GB")
     args = parser.parse_args()
-    strategy = importlib.import_module(f"{args.package}.distribute.strategy").make_strategy(cpu_replicas=2)
+    strategy_module = importlib.import_module(f"{args.package}.distribute.strategy")
+    strategy = strategy_module.make_strategy(cpu_replicas=2)
     print(json.dumps(measure(args.package, args.workdir, strategy, args.gb), indent=1))
 
 

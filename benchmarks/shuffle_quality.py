@@ -47,7 +47,7 @@ def main():
         return importlib.import_module(f"{args.package}.{name}")
 
     data, manifest, task, tfrecords = (
-        module(name) for name in ("data", "manifest", "task", "tfrecords")
+        module(name) for name in ("data.pipeline", "data.manifest", "task", "data.tfrecords")
     )
     kind = "image" if hasattr(task, "IMAGE_SIZE") else "tabular"
     features, labels = task.sample_examples(EXAMPLES[kind], SEED)
@@ -59,7 +59,7 @@ def main():
         tfrecords.write_split(data_dir, "eval", features[:BATCH], labels[:BATCH], 1)
         manifest.index(str(data_dir))
         config = module("config").TrainConfig(model_dir=str(data_dir), data_dir=str(data_dir))
-        return data.make_plan(*module("sources").load_sources(config), BATCH)
+        return data.make_plan(*module("data.sources").load_sources(config), BATCH)
 
     def block_spread(plan):
         batches = data.worker_batches(plan, SEED, 0, 0)

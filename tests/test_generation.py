@@ -105,7 +105,7 @@ def check_architecture(project, package):
         later = package_imports(source / f"{module}.py", package, modules) & set(rows[position:])
         assert not later, f"{module}.py imports {sorted(later)}, listed below it"
     layers = [row.split("/")[0] if "/" in row else row for row in rows]
-    runs = [layer for position, layer in enumerate(layers) if layers[position - 1 : position] != [layer]]
+    runs = [layer for at, layer in enumerate(layers) if layers[at - 1 : at] != [layer]]
     assert len(runs) == len(set(runs)), f"a folder's modules are split by others: {runs}"
     assert len(list(source.glob("*.py"))) <= 12, sorted(path.name for path in source.glob("*.py"))
     assert len([folder for folder in source.iterdir() if (folder / "__init__.py").is_file()]) >= 4
@@ -165,7 +165,7 @@ def check_task_interface(project, package):
     interface = task_interface(source / "task.py")
     for path in source.rglob("*.py"):
         extra = task_names_used(path, package) - interface
-        assert not extra, f"{path.relative_to(source)} uses task.py's {sorted(extra)}, not in its interface"
+        assert not extra, f"{path.relative_to(source)} uses {sorted(extra)}, not in the interface"
     tasks = [source / "task.py", *project.glob("examples/*_task.py")]
     for path in tasks:
         missing = interface - top_level_names(path)
@@ -227,8 +227,9 @@ def test_default_bake_is_the_documented_one(cookies):
     assert result.exit_code == 0, result.exception
     project = Path(result.project_path)
     assert project.name == "tf-distributed-trainer"
-    assert (project / "src" / "tf_distributed_trainer" / "training/engine_fit.py").is_file()
-    assert not (project / "src" / "tf_distributed_trainer" / "training/engine_custom.py").exists()
+    training = project / "src" / "tf_distributed_trainer" / "training"
+    assert (training / "engine_fit.py").is_file()
+    assert not (training / "engine_custom.py").exists()
     pyproject = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
     assert pyproject["project"]["dependencies"] == [
         "tensorflow>=2.21,<2.22",
@@ -241,6 +242,23 @@ def test_default_bake_is_the_documented_one(cookies):
     assert pyproject["project"]["scripts"] == {
         "tf-distributed-trainer": "tf_distributed_trainer.cli:main"
     }
+
+
+def test_the_projects_gitignore_keeps_out_its_data_and_runs_but_no_file_of_its_own(cookies):
+    """`/data/` and `/runs/`, not `data/`: the package's own `data/` folder (the
+    input pipeline) would be left out of the team's repository."""
+    project = Path(bake(cookies, data_source="tfrecord").project_path)
+    generated = project_files(project)
+    for made in ("data/train-00000-of-00001.tfrecord", "runs/ckpt-1.index", "exports/1/x.pb"):
+        (project / made).parent.mkdir(parents=True)
+        (project / made).write_text("")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *generated, "data/", "runs/", "exports/"],
+        cwd=project, capture_output=True, text=True,
+    ).stdout.split()
+    assert ignored == ["data/", "runs/", "exports/"]
+    assert "src/tf_distributed_trainer/data/pipeline.py" in generated
 
 
 def test_tf_keras_bake_depends_on_tf_keras_and_selects_it(cookies):

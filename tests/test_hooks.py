@@ -273,11 +273,11 @@ def test_cli_refusal_prints_the_reason_first(tmp_path):
 def test_post_gen_hook_removes_files_the_options_do_not_need(cookies):
     result = bake(cookies, training_loop="custom", ci_provider="none", license="Proprietary")
     project = Path(result.project_path)
-    assert not (project / "src" / "tf_distributed_trainer" / "training/engine_fit.py").exists()
+    assert not (project / "src" / "tf_distributed_trainer" / "training" / "engine_fit.py").exists()
     assert not (project / "tests" / "test_fit.py").exists()
     assert not (project / ".github").exists()
     assert not (project / "LICENSE").exists()
-    assert (project / "src" / "tf_distributed_trainer" / "training/engine_custom.py").is_file()
+    assert (project / "src" / "tf_distributed_trainer" / "training" / "engine_custom.py").is_file()
 
 
 def test_post_gen_hook_fails_plainly_when_a_file_is_missing(tmp_path):
