@@ -316,6 +316,7 @@ VARIANT_FILES = {
     "src/PKG/distribute/cluster.py": "launcher",
     "src/PKG/cli.py": "distribution",
     "src/PKG/checks/doctor.py": "distribution",
+    "src/PKG/checks/gpu_smoke.py": "mixed_precision",
     "src/PKG/distribute/precision.py": "mixed_precision",
     "src/PKG/data/manifest.py": "task",
     "src/PKG/training/checkpointing.py": "distribution",

@@ -244,6 +244,47 @@ def test_default_bake_is_the_documented_one(cookies):
     }
 
 
+JINJA_LINE = re.compile(r"^\s*\{%-?.*-?%\}\s*$")
+DEF = re.compile(r"^(\s*)(async\s+)?def ")
+
+
+def jinja_tags_in_function_bodies(path):
+    """The {% and {{ tags on the lines of a template module's function bodies (a
+    Jinja-only line counts with the code line after it)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    in_body, defs = [False] * len(lines), []
+    for number, line in enumerate(lines):
+        if not line.strip() or JINJA_LINE.match(line):
+            continue
+        indent = len(line) - len(line.lstrip())
+        while defs and indent <= defs[-1]:
+            defs.pop()
+        in_body[number] = bool(defs)
+        if match := DEF.match(line):
+            defs.append(len(match.group(1)))
+    following = False
+    for number in reversed(range(len(lines))):
+        if lines[number].strip() and not JINJA_LINE.match(lines[number]):
+            following = in_body[number]
+        elif JINJA_LINE.match(lines[number]):
+            in_body[number] = following
+    inside = [line for line, counted in zip(lines, in_body, strict=True) if counted]
+    return sum(len(re.findall(r"\{%|\{\{", line)) for line in inside)
+
+
+def test_options_choose_whole_functions_not_lines_inside_shared_ones():
+    """Where an option changes code, it chooses a function or a file (templates/),
+    not lines inside a function every bake shares: the package's function bodies
+    hold fewer than 60 tags (83 before issue 51), names such as the package's
+    included."""
+    package = ROOT / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}"
+    counts = {
+        str(path.relative_to(package)): jinja_tags_in_function_bodies(path)
+        for path in sorted(package.rglob("*.py"))
+    }
+    assert sum(counts.values()) < 60, {name: count for name, count in counts.items() if count}
+
+
 def test_the_projects_gitignore_keeps_out_its_data_and_runs_but_no_file_of_its_own(cookies):
     """`/data/` and `/runs/`, not `data/`: the package's own `data/` folder (the
     input pipeline) would be left out of the team's repository."""

@@ -11,3 +11,7 @@ def check_replicas(config):
     if cpu_replicas is None and not tf.config.list_physical_devices("GPU"):
         cpu_replicas = DOCTOR_CPU_REPLICAS
     return check_local_replicas(cpu_replicas)
+
+
+def replicas_reading(plan):
+    return "the replicas"

@@ -29,6 +29,10 @@ def check_replicas(config):
     return f"{found} replicas on {workers} worker(s)", strategy
 
 
+def replicas_reading(plan):
+    return f"this worker's replicas, {plan.shards.policy.name} sharding"
+
+
 def check_network(strategy):
     """Every other worker answers within PEER_TIMEOUT_SECONDS, and the all-reduce
     of NETWORK_BYTES runs at a bus bandwidth (nccl-tests' measure: what each

@@ -27,6 +27,37 @@ def keras_version_problem(version=None):
     return None
 
 
+# The options broken_upstream looks for (facts, section 3).
+KNOWN_BROKEN_UPSTREAM = "jit_compile (keras#19005), the optimizer's gradient clipping"
+
+
+def broken_upstream(replicas, optimizer, model):
+    """What of this optimizer and model Keras 3 gets wrong on several replicas,
+    one line each."""
+    if replicas < 2:
+        return []
+    problems = []
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)
+    clipping = [
+        name
+        for name in ("clipnorm", "global_clipnorm", "clipvalue")
+        if getattr(optimizer, name, None)
+    ]
+    if clipping:
+        problems.append(
+            f"the optimizer's {'/'.join(clipping)} clips each replica's gradient before"
+            " the all-reduce in Keras 3, so results differ from one device - leave it out"
+            " of the optimizer and use --clip-norm (the custom loop clips the sum)"
+        )
+    if getattr(model, "jit_compile", False) is True:
+        problems.append(
+            "jit_compile=True fails under MirroredStrategy with several replicas"
+            " (https://github.com/keras-team/keras/issues/19005) - compile with"
+            " jit_compile=False"
+        )
+    return problems
+
+
 {%- if cookiecutter.mixed_precision == "float16" %}
 
 

@@ -27,6 +27,16 @@ def keras_version_problem(version=None):
     return None
 
 
+# The options broken_upstream looks for.
+KNOWN_BROKEN_UPSTREAM = "none in tf_keras"
+
+
+def broken_upstream(replicas, optimizer, model):
+    """What of this optimizer and model tf_keras gets wrong on several replicas:
+    nothing this project uses."""
+    return []
+
+
 {%- if cookiecutter.mixed_precision == "float16" %}
 
 

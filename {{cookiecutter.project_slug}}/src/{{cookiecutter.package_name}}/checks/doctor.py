@@ -21,8 +21,14 @@ from {{ cookiecutter.package_name }}.checks.report import CheckFailed, CheckWarn
 from {{ cookiecutter.package_name }}.config import LOOPS
 {%- endif %}
 from {{ cookiecutter.package_name }}.data.pipeline import training_input, worker_batches
-from {{ cookiecutter.package_name }}.distribute.compat import is_distributed, keras
-{%- if cookiecutter.keras_package == "keras3" and cookiecutter.distribution == "multi_worker" %}
+from {{ cookiecutter.package_name }}.distribute.compat import (
+    KERAS_PACKAGE,
+    KNOWN_BROKEN_UPSTREAM,
+    broken_upstream,
+    is_distributed,
+    keras,
+)
+{%- if cookiecutter.distribution == "multi_worker" %}
 from {{ cookiecutter.package_name }}.distribute.strategy import (
     answers,
     check_keras_version,
@@ -32,17 +38,8 @@ from {{ cookiecutter.package_name }}.distribute.strategy import (
     peer_tasks,
     worker_count,
 )
-{%- elif cookiecutter.keras_package == "keras3" %}
+{%- else %}
 from {{ cookiecutter.package_name }}.distribute.strategy import check_keras_version
-{%- elif cookiecutter.distribution == "multi_worker" %}
-from {{ cookiecutter.package_name }}.distribute.strategy import (
-    answers,
-    finish_together,
-    local_replicas,
-    make_strategy,
-    peer_tasks,
-    worker_count,
-)
 {%- endif %}
 from {{ cookiecutter.package_name }}.training.assembly import build_engine, plan_run, prepare_run
 
@@ -152,11 +149,7 @@ def check_dataset(config, strategy):
     sizes = [int(part.shape[0]) for part in strategy.experimental_local_results(features)]
     detail = (
         f"{plan.steps_per_epoch} steps per epoch of global batch {plan.global_batch_size},"
-{%- if cookiecutter.distribution == "mirrored" %}
-        f" split {sizes} across the replicas"
-{%- else %}
-        f" split {sizes} across this worker's replicas, {plan.shards.policy.name} sharding"
-{%- endif %}
+        f" split {sizes} across {replicas_reading(plan)}"
     )
     return detail, plan
 
@@ -260,39 +253,15 @@ def check_batch_split(run, plan):
 
 def check_upstream(replicas, runs):
     """Options that are known to be broken upstream (facts, section 3)."""
-{%- if cookiecutter.keras_package == "keras3" %}
     check_keras_version()
-    problems = []
-    for run in runs:
-        optimizer = getattr(run.optimizer, "inner_optimizer", run.optimizer)
-        clipping = [
-            name
-            for name in ("clipnorm", "global_clipnorm", "clipvalue")
-            if getattr(optimizer, name, None)
-        ]
-        if clipping and replicas > 1:
-            problems.append(
-                f"the optimizer's {'/'.join(clipping)} clips each replica's gradient before"
-                " the all-reduce in Keras 3, so results differ from one device - leave it out"
-                " of the optimizer and use --clip-norm (the custom loop clips the sum)"
-            )
-        if getattr(run.model, "jit_compile", False) is True and replicas > 1:
-            problems.append(
-                "jit_compile=True fails under MirroredStrategy with several replicas"
-                " (https://github.com/keras-team/keras/issues/19005) - compile with"
-                " jit_compile=False"
-            )
+    problems = [
+        problem for run in runs for problem in broken_upstream(replicas, run.optimizer, run.model)
+    ]
     if problems:
         raise CheckFailed("; ".join(dict.fromkeys(problems)))
     return (
-        f"keras {keras.__version__}: no option known to be broken upstream"
-        " (jit_compile keras#19005, gradient clipping)",
+        f"{KERAS_PACKAGE} {keras.__version__}: none of the options known to be broken"
+        f" upstream ({KNOWN_BROKEN_UPSTREAM})",
         True,
     )
-{%- else %}
-    return (
-        f"tf_keras {keras.__version__}: no option of this project is known to be broken upstream",
-        True,
-    )
-{%- endif %}
 {% include "checks/doctor/" ~ cookiecutter.distribution ~ ".py" %}

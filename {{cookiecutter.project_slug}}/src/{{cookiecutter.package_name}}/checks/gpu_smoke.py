@@ -21,6 +21,11 @@ from {{ cookiecutter.package_name }}.distribute.strategy import local_replicas, 
 from {{ cookiecutter.package_name }}.task import sample_examples
 
 SUM = tf.distribute.ReduceOp.SUM
+# The mixed precision policy the last check runs one step under{% if cookiecutter.mixed_precision == "no" %} (a float32
+# project's: what a GPU run would turn on first){% endif %}, and what keeps it finite.
+MIXED_POLICY = "{{ mixed_policy }}"
+MIXED_CHECK = "mixed-{{ mixed_dtype }}"
+MIXED_FIX = "keep the output layer in float32{% if cookiecutter.mixed_precision != "bfloat16" %} and use a LossScaleOptimizer{% endif %}"
 # Global batches of synthetic data: the step checks run on the first.
 BATCHES = 4
 
@@ -58,7 +63,7 @@ def gpu_smoke(config, cpu_replicas=None):
     report.run("step", compare_with_one_device, strategy, config, plan, 1)
     if cpu_replicas is None:
         report.run("placement", check_placement, strategy)
-    report.run("mixed-{{ mixed_dtype }}", check_mixed_step, strategy, config, plan)
+    report.run(MIXED_CHECK, check_mixed_step, strategy, config, plan)
     return report
 
 
@@ -141,25 +146,15 @@ def synthetic_plan(per_replica_batch_size, replicas):
 
 
 def check_mixed_step(strategy, config, plan):
-    """One {{ mixed_policy }} step: {{ mixed_dtype }} compute, float32 weights, finite values."""
-{%- if cookiecutter.mixed_precision != "no" %}
-    mixed = dataclasses.replace(config, mixed_precision=True)  # run_steps sets the policy
-{%- else %}
-    mixed = config
-    keras.mixed_precision.set_global_policy("mixed_float16")
-{%- endif %}
+    """One step under MIXED_POLICY: half-precision compute, float32 weights, finite values."""
     try:
-        run = run_steps(strategy, mixed, plan, 1)
+        run = run_steps(strategy, mixed_precision_config(config), plan, 1)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     weights = run.model.get_weights()
     if not np.isfinite(run.loss) or not all(np.isfinite(weight).all() for weight in weights):
         raise CheckFailed(
-            f"one {{ mixed_policy }} step gave loss {run.loss} or non-finite weights - keep the"
-{%- if cookiecutter.mixed_precision == "bfloat16" %}
-            " output layer in float32"
-{%- else %}
-            " output layer in float32 and use a LossScaleOptimizer"
-{%- endif %}
+            f"one {MIXED_POLICY} step gave loss {run.loss} or non-finite weights - {MIXED_FIX}"
         )
-    return f"one {{ mixed_policy }} step: loss {run.loss:.4f}, weights finite", True
+    return f"one {MIXED_POLICY} step: loss {run.loss:.4f}, weights finite", True
+{% include "checks/gpu_smoke/" ~ cookiecutter.mixed_precision ~ ".py" %}
