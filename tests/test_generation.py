@@ -172,6 +172,34 @@ def check_task_interface(project, package):
         assert not missing, f"{path.name} lacks {sorted(missing)}"
 
 
+def heading_anchors(markdown):
+    """The anchors GitHub gives a page's headings (lower case, punctuation out,
+    spaces to hyphens); code blocks' lines are not headings."""
+    anchors, fenced = set(), False
+    for line in markdown.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and (heading := re.match(r"#+ (.*)", line)):
+            words = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+            anchors.add(words.replace(" ", "-"))
+    return anchors
+
+
+def check_links(project):
+    """Every relative link of every Markdown file leads to a file of the project,
+    and a #part of it to one of that page's headings."""
+    for page in project.rglob("*.md"):
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(project)} links to {target}"
+            assert linked.is_file() and project.resolve() in linked.parents, where
+            if anchor:
+                assert anchor in heading_anchors(linked.read_text(encoding="utf-8")), where
+
+
 def check_project(project, options):
     context = {**options, "package_name": project.name.replace("-", "_")}
     assert project_files(project) == rules.expected_files(context)
@@ -191,6 +219,7 @@ def check_project(project, options):
             __import__("json").loads(text)
     check_architecture(project, context["package_name"])
     check_task_interface(project, context["package_name"])
+    check_links(project)
     # Preview's blank-line rules (E3, W391) catch what Jinja's whitespace control
     # gets wrong between conditional blocks; plain `ruff check` does not look.
     lint = subprocess.run(
@@ -338,7 +367,8 @@ def test_only_mlflow_bakes_depend_on_mlflow_and_import_it(cookies):
         else:
             assert not [name for name in dependencies if name.startswith("mlflow")]
             assert importing == []
-            assert "mlflow" not in (project / "README.md").read_text().lower()
+            pages = [project / "README.md", *project.glob("docs/*.md")]
+            assert not [page.name for page in pages if "mlflow" in page.read_text().lower()]
 
 
 @pytest.mark.parametrize("batch", ["1", "64", "65536"])

@@ -354,8 +354,8 @@ def without_batch_norm_layers(model):
 @pytest.fixture
 def without_batch_norm(monkeypatch):
     """The project's model without batch normalization, which normalizes each
-    micro-batch of an accumulated update, not the update's global batch (see the
-    README): the model gradient accumulation is compared with one device on."""
+    micro-batch of an accumulated update, not the update's global batch (see
+    docs/training.md): the model gradient accumulation is compared with one device on."""
     with_every_engine_model(monkeypatch, without_batch_norm_layers)
 
 

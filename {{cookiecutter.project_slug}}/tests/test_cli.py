@@ -192,8 +192,8 @@ def test_a_task_lacking_a_piece_is_refused_in_one_line_by_every_command(cli, tmp
         result = cli(*command, cwd=tmp_path, env=environment)
         assert (result.returncode, result.stderr) == (
             2,
-            "error: task.py defines no build_model, prepare_batch - the README's 'Your own"
-            " model and data' says what each is, and examples/ holds complete tasks to copy\n",
+            "error: task.py defines no build_model, prepare_batch - docs/your-model.md says"
+            " what each is, and examples/ holds complete tasks to copy\n",
         ), command
     # Read from the source before TensorFlow starts: nothing was run or written.
     assert sorted(path.name for path in tmp_path.iterdir()) == ["src"]

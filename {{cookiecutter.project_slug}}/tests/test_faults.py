@@ -1,6 +1,6 @@
 """The faults a cluster delivers, each through the launcher's own rules: two
 workers, and every attempt the rules restart started again, as a
-{% if cookiecutter.launcher == "kubernetes" %}JobSet (its rules read from k8s/jobset.yaml){% else %}launcher that follows the README's restart table{% endif %} would, until the run
+{% if cookiecutter.launcher == "kubernetes" %}JobSet (its rules read from k8s/jobset.yaml){% else %}launcher that follows docs/clusters.md's restart table{% endif %} would, until the run
 ends. Each run ends on the weights of a run that met no fault, but the node
 that dies on every attempt, which the trainer stops with one line
 (training/attempts.py). No fault that passes ends a run for good.

@@ -3,7 +3,7 @@ consistent with this project, and runnable: the TFJob's container command goes
 through the local launcher with as many workers as the manifest asks for, and
 each JobSet pod builds its TF_CONFIG from its place in the set. The JobSet's
 failure rules, walked as Kubernetes and JobSet walk them, restart or fail the set
-on each exit status as README.md's restart policy says."""
+on each exit status as docs/clusters.md's restart policy says."""
 
 import copy
 import fnmatch
@@ -47,7 +47,7 @@ def test_a_preempted_worker_is_restarted_and_a_failed_one_is_not():
     # ExitCode: the operator recreates a pod that exits 128-255 (143 after SIGTERM,
     # 142 after a stall: it cannot tell them apart) and fails the job on 1-127
     # (train's errors exit 1 or 2). Training Operator v1 counts none of these
-    # restarts against runPolicy.backoffLimit (kubeflow/trainer#2045): README.md.
+    # restarts against runPolicy.backoffLimit (kubeflow/trainer#2045): docs/clusters.md.
     assert workers(MANIFEST)["restartPolicy"] == "ExitCode"
     # Time between SIGTERM and the kill to finish the running call and save.
     assert workers(MANIFEST)["template"]["spec"]["terminationGracePeriodSeconds"] == 120
@@ -396,7 +396,7 @@ def test_the_readmes_restart_table_says_what_the_jobset_does():
         COUNTED: "restarts the set, counted",
         UNCOUNTED: "restarts the set, not counted",
     }
-    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "docs" / "clusters.md").read_text(encoding="utf-8").splitlines()
     header = next(line for line in lines if line.startswith("| exit status |"))
     row = next(line for line in lines if line.startswith("| JobSet (`k8s/jobset.yaml`"))
     statuses = [cell.strip() for cell in header.strip("|").split("|")][1:]

@@ -68,7 +68,7 @@ def test_adaptive_optimizers_at_8x_the_reference_batch_are_told_the_epochs_that_
     note = large_batch_note(TrainConfig(optimizer="adam", epochs=16), 4096)
     assert note.startswith("the global batch 4096 is 16x --reference-batch-size 256: ")
     assert note.endswith(
-        ' - consider --epochs 64, sqrt(16) times as many (README, "The training recipe")'
+        ' - consider --epochs 64, sqrt(16) times as many (docs/training.md, "The training recipe")'
     )
     for optimizer in ("adamw", "lamb"):
         assert "consider --epochs 9, sqrt(8) times" in large_batch_note(

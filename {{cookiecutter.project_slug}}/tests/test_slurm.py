@@ -1,5 +1,5 @@
 """The Slurm batch script: valid bash, consistent with this project, requeued
-as README.md's restart policy says (run under stand-ins for srun and scontrol){% if cookiecutter.distribution == "multi_worker" %}, and
+as docs/clusters.md's restart policy says (run under stand-ins for srun and scontrol){% if cookiecutter.distribution == "multi_worker" %}, and
 its cluster-building step gives every task the TF_CONFIG of its node{% endif %}."""
 
 {%- if cookiecutter.distribution == "multi_worker" %}

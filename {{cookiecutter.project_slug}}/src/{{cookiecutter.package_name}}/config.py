@@ -37,7 +37,7 @@ def setting(default, description, choices=None, commands=("train", "doctor")):
 class TrainConfig:
     """Every training setting, declared once. The config file's keys, the flags
     of `train` and `doctor` (cli.add_config_flags) and their help come from
-    here; tests/test_config.py checks configs/default.toml and the README's flag
+    here; tests/test_config.py checks configs/default.toml and docs/flags.md's flag
     table against it."""
 
     epochs: int = setting(3, "epochs to train")

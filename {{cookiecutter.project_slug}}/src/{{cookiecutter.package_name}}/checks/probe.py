@@ -338,7 +338,7 @@ def likely_cause(loss_ratio, replicas, split_ok, model):
             f"{len(batch_norms)} of the model's BatchNormalization layers ({named}) compute"
             " their statistics over each replica's share of the batch, not the global batch"
             " - build every one with BatchNormalization(synchronized=True) (a model you did"
-            " not write, such as a keras.applications backbone: see the README's"
+            " not write, such as a keras.applications backbone: see docs/your-model.md,"
             " 'Batch normalization')"
         )
     if replicas > 1 and abs(loss_ratio * replicas - 1) < 0.01:

@@ -37,8 +37,8 @@ def check_task(path=None):
     missing = [name for name in PROBLEM if name not in defined]
     if missing:
         raise TrainerError(
-            f"task.py defines no {', '.join(missing)} - the README's 'Your own model and"
-            " data' says what each is, and examples/ holds complete tasks to copy"
+            f"task.py defines no {', '.join(missing)} - docs/your-model.md says what each"
+            " is, and examples/ holds complete tasks to copy"
         )
 
 

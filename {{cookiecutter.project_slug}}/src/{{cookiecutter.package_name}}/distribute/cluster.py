@@ -22,7 +22,7 @@ class ClusterError(TrainerError):
     pass
 
 
-def _fail(problem, fix="see the TF_CONFIG section of the README"):
+def _fail(problem, fix="see docs/clusters.md, TF_CONFIG"):
     raise ClusterError(f"TF_CONFIG {problem} - {fix}")
 
 

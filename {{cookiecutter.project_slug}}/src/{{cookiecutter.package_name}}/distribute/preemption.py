@@ -29,7 +29,7 @@ from {{ cookiecutter.package_name }} import last_words, progress
 log = logging.getLogger(__name__)
 
 # 128 + SIGTERM: what the JobSet, the TFJob and the sbatch script restart on
-# (the README's restart table).
+# (docs/clusters.md's restart table).
 PREEMPTED_EXIT_STATUS = 143
 SAVING_FIRST = "SIGTERM: saving a checkpoint at the next step boundary, then stopping"
 

@@ -10,7 +10,7 @@ saved always does. An attempt that ended 0, 1 or 2 (a person then started the
 next) starts the count again. When the last `limit` attempts all started where
 this one starts, the run stops with one line naming each one's cause, and exit
 status 1, which no launcher restarts: the launchers restart every other status,
-their own limits only an outer bound (the README's restart table). A SIGTERM
+their own limits only an outer bound (docs/clusters.md's restart table). A SIGTERM
 with nothing to save counts like any other end: when a worker dies, the
 launcher stops the others with one, so it is often what the chief sees of a
 node that dies on every attempt.

@@ -72,7 +72,7 @@ def check_moving_averages(model, statistics, batches, training_loss=None):
             "held-out loss %.4g with the batch-normalization moving averages, %.4g with"
             " batch statistics: the averages lag the weights, so evaluation and the"
             " exported model do worse than training - lower the BatchNormalization"
-            " layers' momentum (README: Batch normalization) or train longer",
+            " layers' momentum (docs/your-model.md: Batch normalization) or train longer",
             moving_averages,
             batch_statistics,
         )

@@ -5,7 +5,7 @@ LossScaleOptimizer of distribute/compat.py under mixed_float16){% endif %}, and 
 `fit` would run (override it in your model to change training). The engine
 runs that step under `strategy.run`, k steps per tf.function call, and the
 controller does the rest. `model.fit` itself cannot resume in the middle of
-an epoch: its data iterator restarts at batch 0 (see the README).
+an epoch: its data iterator restarts at batch 0 (see docs/training.md).
 
 With --accumulate-steps k, train_step runs on each of k micro-batches with the
 optimizer's update held back, and the mean of the gradients it computed is

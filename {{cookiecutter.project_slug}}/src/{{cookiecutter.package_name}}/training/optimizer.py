@@ -61,7 +61,7 @@ def large_batch_note(config, global_batch_size):
         f" {config.reference_batch_size}: the same epochs are {factor:g}x fewer updates, which"
         " at 16x cost Adam and LAMB held-out accuracy in the template's study (a longer"
         " warmup did not help) while 4 times the epochs held Adam's - consider --epochs"
-        f' {epochs}, sqrt({factor:g}) times as many (README, "The training recipe")'
+        f' {epochs}, sqrt({factor:g}) times as many (docs/training.md, "The training recipe")'
     )
 
 

@@ -83,7 +83,8 @@ class ReplicaSync:
             log.warning(
                 "replica copies of the moving statistics %s differed, by up to %.3g: batch"
                 " normalization layer(s) %s keep per-replica statistics - build them with"
-                " BatchNormalization(synchronized=True) (README, 'Batch normalization');"
+                " BatchNormalization(synchronized=True) (docs/your-model.md, 'Batch"
+                " normalization');"
                 " every checkpoint now gives every copy the chief's first replica's",
                 self.named(statistics),
                 max(statistics.values()),
