@@ -172,6 +172,16 @@ def check_task_interface(project, package):
         assert not missing, f"{path.name} lacks {sorted(missing)}"
 
 
+# A README that starts small: the rest is in docs/ pages.
+MAX_README_LINES = 250
+
+
+def test_the_templates_readme_starts_small_and_its_links_resolve():
+    readme = ROOT / "README.md"
+    assert readme.read_text(encoding="utf-8").count("\n") <= MAX_README_LINES
+    check_links(ROOT, [readme, *ROOT.glob("docs/*.md")])
+
+
 def heading_anchors(markdown):
     """The anchors GitHub gives a page's headings (lower case, punctuation out,
     spaces to hyphens); code blocks' lines are not headings."""
@@ -184,10 +194,10 @@ def heading_anchors(markdown):
     return anchors
 
 
-def check_links(project):
-    """Every relative link of every Markdown file leads to a file of the project,
-    and a #part of it to one of that page's headings."""
-    for page in project.rglob("*.md"):
+def check_links(project, pages=None):
+    """Every relative link of every Markdown file (of `pages`) leads to a file of
+    the project, and a #part of it to one of that page's headings."""
+    for page in pages or project.rglob("*.md"):
         text = page.read_text(encoding="utf-8")
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):
@@ -220,6 +230,7 @@ def check_project(project, options):
     check_architecture(project, context["package_name"])
     check_task_interface(project, context["package_name"])
     check_links(project)
+    assert (project / "README.md").read_text(encoding="utf-8").count("\n") <= MAX_README_LINES
     # Preview's blank-line rules (E3, W391) catch what Jinja's whitespace control
     # gets wrong between conditional blocks; plain `ruff check` does not look.
     lint = subprocess.run(
