@@ -146,9 +146,11 @@ def test_a_resumes_skip_reports_its_progress_and_lands_on_the_same_batches(monke
     monkeypatch.setattr(pipeline, "SKIP_REPORT_RECORDS", 64)
     plan = plan_for(256, 32)  # in memory: one block
     reports = []
-    resumed = worker_batches(plan, 5, 2, 7, on_skip_progress=lambda: reports.append(1))
+    resumed = worker_batches(
+        plan, 5, 2, 7, on_skip_progress=lambda done, total: reports.append((done, total))
+    )
     assert rows(resumed) == rows(worker_batches(plan, seed=5, epoch=2, first_step=0))[7:]
-    assert len(reports) == 4  # at skipped records 0, 64, 128 and 192 of 224
+    assert reports == [(0, 224), (64, 224), (128, 224), (192, 224)]
 
 
 def files_plan(counts, global_batch_size, num_workers=1, replicas=1, **kwargs):
@@ -177,7 +179,7 @@ def functions_with(dataset, op):
 
 def test_a_resumes_progress_filter_holds_the_block_it_lands_in_only():
     plan = files_plan([20] * 32, 32)  # 2 files a block, 20 steps a pass: step 12 is in block 9
-    resumed = worker_batches(plan, 5, 2, 12, epochs=3, on_skip_progress=lambda: None)
+    resumed = worker_batches(plan, 5, 2, 12, epochs=3, on_skip_progress=lambda done, total: None)
     ((name, nodes),) = functions_with(resumed, "FilterDataset").items()
 
     def upstream(node):

@@ -16,6 +16,7 @@ import pytest
 
 from {{ cookiecutter.package_name }} import progress
 from {{ cookiecutter.package_name }}.progress import Progress, ProgressAwareHandler
+from {{ cookiecutter.package_name }}.training.controller import SkipProgress
 
 
 class Terminal(io.StringIO):
@@ -28,6 +29,7 @@ def no_bar_left(monkeypatch):
     """Terminals 200 columns wide unless a test says; a test that fails mid-bar
     leaves no bar for the next."""
     monkeypatch.setattr(progress, "terminal_width", lambda stream: getattr(stream, "columns", 200))
+    monkeypatch.setenv("TERM", "xterm")  # whatever the machine running the tests says
     yield
     progress.ACTIVE.clear()
 
@@ -59,6 +61,40 @@ def test_a_terminal_shows_a_bar_with_the_loss_the_rate_and_the_time_left():
     assert terminal.getvalue().count("\r") <= 76
     bar.close()
     assert terminal.getvalue().endswith("\n") and progress.ACTIVE == []
+
+
+def test_term_dumb_gets_the_logs_lines_not_a_bar(monkeypatch, caplog):
+    monkeypatch.setenv("TERM", "dumb")
+    terminal, clock = Terminal(), Clock()
+    caplog.set_level(logging.INFO, logger=progress.__name__)
+    with Progress("epoch 1/1", 5000, "steps", stream=terminal, clock=clock) as bar:
+        steady_epoch(bar, clock, 5000, 0.05)
+    assert terminal.getvalue() == "" and len(caplog.records) == 5
+
+
+class Watchdog:
+    def __init__(self):
+        self.reports = 0
+
+    def progress(self):
+        self.reports += 1
+
+
+@pytest.mark.parametrize("chief", [True, False])
+def test_a_resumes_skip_shows_its_records_and_ends_with_the_first_call(monkeypatch, chief):
+    terminal, watchdog = Terminal(), Watchdog()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    skip = SkipProgress(watchdog, shown=chief)
+    for skipped in range(0, 100_000, 4096):  # as the input pipeline reports
+        skip.report(skipped, 100_000)
+    assert progress.ACTIVE == ([skip.bar] if chief else [])
+    skip.end()
+    skip.end()  # every later call: nothing more
+    assert watchdog.reports == 25  # each report is progress, on every worker
+    last = terminal.getvalue().split("\r")[-1]
+    shown = f"resume: skipping [{'=' * 24}] 100,000/100,000 records"
+    assert last.startswith(shown) if chief else not last
+    assert progress.ACTIVE == [] and terminal.getvalue().endswith("\n" if chief else "")
 
 
 def test_a_log_gets_a_line_a_minute_at_most_and_one_at_the_end(caplog):
@@ -153,7 +189,7 @@ def test_train_at_a_terminal_draws_its_bar(tmp_path{% if cookiecutter.data_sourc
 {%- endif %}
     ]  # fmt: skip
     controller, terminal = pty.openpty()
-    environment = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
+    environment = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TERM": "xterm"}
     run = subprocess.Popen(command, stdout=terminal, stderr=terminal, env=environment)
     os.close(terminal)
     shown, deadline = b"", time.monotonic() + 300

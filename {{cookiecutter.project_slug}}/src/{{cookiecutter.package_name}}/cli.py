@@ -207,6 +207,7 @@ def main(argv=None):
         format="%(message)s",
         handlers=[ProgressAwareHandler()],
     )
+    logging.captureWarnings(True)  # a Python warning prints above a progress bar too
     try:
         if args.needs_tensorflow:
             # Before TensorFlow loads: a preemption notice during start-up counts too.

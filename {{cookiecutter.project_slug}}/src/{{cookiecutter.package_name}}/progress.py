@@ -119,7 +119,12 @@ class Progress:
     def __exit__(self, *error):
         if error[0] is None:
             self.close()
-        elif self.interactive:
+        else:
+            self.abandon()
+
+    def abandon(self):
+        """The work stopped short: the bar's row is cleared for what comes next."""
+        if self.interactive:
             with LOCK:
                 self.clear()
                 self.leave()
@@ -169,6 +174,10 @@ class Progress:
 
 
 def is_terminal(stream):
+    """A terminal that redraws a line; TERM=dumb (a faked one: `docker run -t`,
+    `srun --pty` logs) gets the log's lines."""
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError):  # no stream (None), or a closed one

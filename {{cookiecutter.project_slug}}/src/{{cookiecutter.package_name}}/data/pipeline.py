@@ -323,9 +323,9 @@ def worker_batches(plan, seed, epoch, first_step, worker=0, epochs=1, on_skip_pr
     records before it in that block (reading, no parsing, no training step):
     at most one block, wherever in the pass it lands (pass_records). The
     controller makes one pipeline for the rest of a run, so that is paid once,
-    when a resumed run starts. The skip calls `on_skip_progress()` every
-    SKIP_REPORT_RECORDS records (the watchdog's progress: a block on slow
-    storage is not a stall).
+    when a resumed run starts. The skip calls `on_skip_progress(skipped, total)`
+    every SKIP_REPORT_RECORDS records (the watchdog's progress: a block on slow
+    storage is not a stall; and the chief's progress display).
     """
     shards = plan.shards
     batches_per_step = plan.replicas // shards.num_workers  # this worker's replicas
@@ -434,19 +434,21 @@ def find_block(counts, order, width, record):
 
 
 def skipped(records, count, on_progress=None):
-    """records.skip(count), calling on_progress() every SKIP_REPORT_RECORDS
-    records skipped when given."""
+    """records.skip(count), calling on_progress(records skipped so far, count)
+    every SKIP_REPORT_RECORDS records skipped when given."""
     if on_progress is None or count == 0:
         return records.skip(count)
 
-    def report():
-        on_progress()
+    def report(position):
+        on_progress(int(position), count)
         return True
 
     def kept(position, record):
         reporting = (position < count) & (position % SKIP_REPORT_RECORDS == 0)
         reported = tf.cond(
-            reporting, lambda: tf.py_function(report, [], tf.bool), lambda: tf.constant(False)
+            reporting,
+            lambda: tf.py_function(report, [position], tf.bool),
+            lambda: tf.constant(False),
         )
         with tf.control_dependencies([reported]):
             return position >= count

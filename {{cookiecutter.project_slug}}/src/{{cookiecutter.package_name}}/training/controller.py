@@ -154,6 +154,7 @@ class Controller:
         self.losses, self.final_metric, self.last_eval = [], None, None
         self.seconds_to_first_step = None
         self.warned_slow_call = False
+        self.skip = SkipProgress(watchdog, shown=is_chief(strategy))
 
     def run(self):
         """Train from the last checkpoint to the last epoch; return the summary."""
@@ -193,7 +194,7 @@ class Controller:
                     # progress to the watchdog, which then bounds the skip by how
                     # long it goes without any, not by the first call's bound.
                     batches = self.training_input(
-                        epoch, step, self.config.epochs - epoch, self.watchdog.progress
+                        epoch, step, self.config.epochs - epoch, self.skip.report
                     )
                     iterator = iter(batches)
                 while self.progress.position[0] < self.config.epochs:
@@ -205,6 +206,7 @@ class Controller:
             status = "KILLED"
             raise
         finally:
+            self.skip.end(done=False)
             self.profile.stop()
             self.tracker.end(status, summary)
             self.watchdog.stop()
@@ -245,6 +247,7 @@ class Controller:
                     ):
                         loss, metric = self.engine.train(iterator, tf.constant(count))
                         loss = float(loss)  # the host waits here, once per call
+                    self.skip.end()  # a resume's skip, if any, ended in the first call
                 except tf.errors.OpError as err:
                     # The source tells a bad record (and names its file) from other errors,
                     # by reading the files: bounded by how long it goes without progress.
@@ -494,6 +497,31 @@ class Controller:
         if self.config.summary_json and is_chief(self.strategy):
             write_summary(self.config.summary_json, summary)
         return summary
+
+
+class SkipProgress:
+    """A resume's skip to its checkpoint's record (in the first call, on the
+    input pipeline's thread): each report restarts the watchdog's wait, and on
+    the chief a progress display opens at the first and closes with the call."""
+
+    def __init__(self, watchdog, shown):
+        self.watchdog, self.shown = watchdog, shown
+        self.bar = None
+
+    def report(self, skipped, total):
+        self.watchdog.progress()
+        if self.bar is None:
+            self.bar = Progress("resume: skipping", total, "records", shown=self.shown)
+        self.bar.update(skipped)
+
+    def end(self, done=True):
+        """The skip is over (`done`), or the run stopped in it."""
+        bar, self.bar = self.bar, None
+        if bar is not None and done:
+            bar.update(bar.total)
+            bar.close()
+        elif bar is not None:
+            bar.abandon()
 
 
 class Throughput:
