@@ -187,18 +187,33 @@ def heading_anchors(markdown):
     spaces to hyphens); code blocks' lines are not headings."""
     anchors, fenced = set(), False
     for line in markdown.splitlines():
-        fenced ^= line.startswith("```")
+        fenced ^= line.lstrip().startswith("```")
         if not fenced and (heading := re.match(r"#+ (.*)", line)):
             words = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
             anchors.add(words.replace(" ", "-"))
     return anchors
 
 
+def check_layout(page, text):
+    """Outside code blocks: a blank line before each heading, never two in a row
+    (what Jinja's whitespace control gets wrong between conditional blocks)."""
+    lines, fenced = text.splitlines(), False
+    for number, line in enumerate(lines[1:], 1):
+        fenced ^= line.lstrip().startswith("```")
+        before = lines[number - 1]
+        if not fenced and re.match(r"#+ ", line):
+            assert not before.strip(), f"{page}:{number + 1}: no blank line before a heading"
+        if not fenced and not line.strip():
+            assert before.strip(), f"{page}:{number + 1}: two blank lines"
+
+
 def check_links(project, pages=None):
     """Every relative link of every Markdown file (of `pages`) leads to a file of
     the project, and a #part of it to one of that page's headings."""
     for page in pages or project.rglob("*.md"):
+        page = page.resolve()
         text = page.read_text(encoding="utf-8")
+        check_layout(page, text)
         for target in re.findall(r"\]\(([^)\s]+)\)", text):
             if re.match(r"[a-z]+:", target):
                 continue
@@ -315,14 +330,14 @@ def jinja_tags_in_function_bodies(path):
 def test_options_choose_whole_functions_not_lines_inside_shared_ones():
     """Where an option changes code, it chooses a function or a file (templates/),
     not lines inside a function every bake shares: the package's function bodies
-    hold fewer than 60 tags (83 before issue 51), names such as the package's
-    included."""
+    hold 49 tags, names such as the package's included (65 by this count before
+    issue 51 moved some into whole functions)."""
     package = ROOT / "{{cookiecutter.project_slug}}" / "src" / "{{cookiecutter.package_name}}"
     counts = {
         str(path.relative_to(package)): jinja_tags_in_function_bodies(path)
         for path in sorted(package.rglob("*.py"))
     }
-    assert sum(counts.values()) < 60, {name: count for name, count in counts.items() if count}
+    assert sum(counts.values()) <= 49, {name: count for name, count in counts.items() if count}
 
 
 def test_the_projects_gitignore_keeps_out_its_data_and_runs_but_no_file_of_its_own(cookies):

@@ -208,6 +208,25 @@ def test_a_task_written_before_its_record_was_declared_is_told_in_one_line(cli, 
     assert "declare its record once in FEATURES (toolkit/features.py)" in result.stderr
 
 
+def test_a_task_written_before_the_layers_is_told_where_its_imports_went(cli, tmp_path):
+    old = "from {{ cookiecutter.package_name }}.compat import keras"
+    moved = ("from {{ cookiecutter.package_name }}.distribute.compat import keras", old)
+    result = cli("train", env=edited_package(tmp_path, moved))
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: task.py imports {{ cookiecutter.package_name }}.compat, which is"
+        " {{ cookiecutter.package_name }}.distribute.compat since the package moved into its"
+        " layers (ARCHITECTURE.md) - change the import\n",
+    )
+    toolkit = ("from {{ cookiecutter.package_name }}.toolkit import", "from {{ cookiecutter.package_name }} import")
+    result = cli("doctor", env=edited_package(tmp_path / "flat", toolkit))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith(
+        "error: task.py imports {{ cookiecutter.package_name }}.features, which is"
+        " {{ cookiecutter.package_name }}.toolkit.features since"
+    )
+
+
 def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):
     with native_startup_noise_hidden():
         os.write(2, b"I0000 00:00:1.5 7 port.cc:153] oneDNN custom operations are on.\n")

@@ -90,7 +90,8 @@ def test_a_resumes_skip_shows_its_records_and_ends_with_the_first_call(monkeypat
     assert progress.ACTIVE == ([skip.bar] if chief else [])
     skip.end()
     skip.end()  # every later call: nothing more
-    assert watchdog.reports == 25  # each report is progress, on every worker
+    skip.report(100_000, 100_000)  # from the pipeline's thread, late: no bar again
+    assert watchdog.reports == 26  # each report is progress, on every worker
     last = terminal.getvalue().split("\r")[-1]
     shown = f"resume: skipping [{'=' * 24}] 100,000/100,000 records"
     assert last.startswith(shown) if chief else not last

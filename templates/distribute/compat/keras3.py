@@ -27,8 +27,11 @@ def keras_version_problem(version=None):
     return None
 
 
-# The options broken_upstream looks for (facts, section 3).
-KNOWN_BROKEN_UPSTREAM = "jit_compile (keras#19005), the optimizer's gradient clipping"
+# What the doctor's upstream check says when broken_upstream finds nothing (facts, section 3).
+NONE_BROKEN_UPSTREAM = (
+    "no option known to be broken upstream (jit_compile keras#19005, the optimizer's"
+    " gradient clipping)"
+)
 
 
 def broken_upstream(replicas, optimizer, model):

@@ -27,8 +27,8 @@ def keras_version_problem(version=None):
     return None
 
 
-# The options broken_upstream looks for.
-KNOWN_BROKEN_UPSTREAM = "none in tf_keras"
+# What the doctor's upstream check says when broken_upstream finds nothing.
+NONE_BROKEN_UPSTREAM = "no option of this project is known to be broken upstream"
 
 
 def broken_upstream(replicas, optimizer, model):

@@ -22,8 +22,7 @@ from {{ cookiecutter.package_name }}.config import LOOPS
 {%- endif %}
 from {{ cookiecutter.package_name }}.data.pipeline import training_input, worker_batches
 from {{ cookiecutter.package_name }}.distribute.compat import (
-    KERAS_PACKAGE,
-    KNOWN_BROKEN_UPSTREAM,
+    NONE_BROKEN_UPSTREAM,
     broken_upstream,
     is_distributed,
     keras,
@@ -259,9 +258,5 @@ def check_upstream(replicas, runs):
     ]
     if problems:
         raise CheckFailed("; ".join(dict.fromkeys(problems)))
-    return (
-        f"{KERAS_PACKAGE} {keras.__version__}: none of the options known to be broken"
-        f" upstream ({KNOWN_BROKEN_UPSTREAM})",
-        True,
-    )
+    return f"{keras.__name__} {keras.__version__}: {NONE_BROKEN_UPSTREAM}", True
 {% include "checks/doctor/" ~ cookiecutter.distribution ~ ".py" %}

@@ -1,6 +1,7 @@
 """What the framework asks of task.py, checked from its source as a command
-starts: a task that lacks a piece of its problem is refused in one line naming
-it, not with an ImportError from wherever the piece is first used. The source
+starts: a task that lacks a piece of its problem, or imports from this package
+what it does not have (a task written before the package's layers), is refused
+in one line naming it, not with an ImportError from wherever it is first used. The source
 is read, not run: task.py's own top-level TensorFlow code must wait for the
 strategy (a strategy's devices are fixed when TensorFlow's runtime starts).
 
@@ -9,9 +10,13 @@ is told there, in one line, which piece it lacks.
 """
 
 import ast
+import importlib
 import importlib.util
+from pathlib import Path
 
 from {{ cookiecutter.package_name }} import TrainerError
+
+PACKAGE = "{{ cookiecutter.package_name }}"
 
 # The task's problem, which it always defines (its record comes from FEATURES).
 PROBLEM = (
@@ -29,9 +34,13 @@ PROBLEM = (
 
 def check_task(path=None):
     """TrainerError naming what task.py (`path`; default: this package's) lacks."""
-    path = path or importlib.util.find_spec("{{ cookiecutter.package_name }}.task").origin
+    path = path or find_spec(f"{PACKAGE}.task").origin
     with open(path, encoding="utf-8") as source:
-        defined = top_level_names(ast.parse(source.read()))
+        tree = ast.parse(source.read())
+    missing_import = next(missing_imports(tree), None)
+    if missing_import:
+        raise TrainerError(not_there(missing_import))
+    defined = top_level_names(tree)
     if "*" in defined:
         return  # a star import may define anything: the first use will tell
     missing = [name for name in PROBLEM if name not in defined]
@@ -58,3 +67,44 @@ def top_level_names(tree):
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return names
+
+
+def missing_imports(tree):
+    """What a module imports from this package that it lacks: a module, or a
+    name of one of its packages (`from PACKAGE.toolkit import features`). The
+    packages' __init__ files are all that is imported to look: they load no
+    TensorFlow; the names a module defines are left to the import itself."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or (node.module or "").split(".")[0] != PACKAGE:
+            continue
+        spec = find_spec(node.module)
+        if spec is None:
+            yield node.module
+        elif spec.submodule_search_locations is not None:  # a package
+            package = importlib.import_module(node.module)
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                if find_spec(name) is None and not hasattr(package, alias.name):
+                    yield name
+
+
+def find_spec(name):
+    try:
+        return importlib.util.find_spec(name)
+    except ImportError:  # a parent package that is not there
+        return None
+
+
+def not_there(name):
+    """The one line for an import of `name`, which this package lacks: where a
+    module of that name went, for a task written before the package's layers."""
+    package = Path(find_spec(PACKAGE).origin).parent
+    last = name.rpartition(".")[2]
+    moved = sorted(path.relative_to(package) for path in package.rglob(f"{last}.py"))
+    if moved:
+        now = ".".join((PACKAGE, *moved[0].with_suffix("").parts))
+        return (
+            f"task.py imports {name}, which is {now} since the package moved into its"
+            " layers (ARCHITECTURE.md) - change the import"
+        )
+    return f"task.py imports {name}, which this package does not have - import what it has"

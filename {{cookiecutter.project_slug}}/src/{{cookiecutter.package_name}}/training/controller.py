@@ -506,17 +506,19 @@ class SkipProgress:
 
     def __init__(self, watchdog, shown):
         self.watchdog, self.shown = watchdog, shown
-        self.bar = None
+        self.bar, self.ended = None, False
 
     def report(self, skipped, total):
         self.watchdog.progress()
+        if self.ended:
+            return  # a report the pipeline sent after the run stopped in the skip
         if self.bar is None:
             self.bar = Progress("resume: skipping", total, "records", shown=self.shown)
         self.bar.update(skipped)
 
     def end(self, done=True):
         """The skip is over (`done`), or the run stopped in it."""
-        bar, self.bar = self.bar, None
+        bar, self.bar, self.ended = self.bar, None, True
         if bar is not None and done:
             bar.update(bar.total)
             bar.close()
