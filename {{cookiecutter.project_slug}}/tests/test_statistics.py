@@ -47,7 +47,7 @@ def recording_builds(monkeypatch):
         seen.append(learned)
         return task.build_model(learned)
 
-    for module in [*(f"engine_{loop}" for loop in LOOPS), "export"]:
+    for module in [*(f"training.engine_{loop}" for loop in LOOPS), "export"]:
         monkeypatch.setattr(f"{{ cookiecutter.package_name }}.{module}.build_model", build_model)
     return seen
 
