@@ -17,7 +17,7 @@ def existing(tmp_path):
     """A project directory holding the user's work: an edited README, a file at a
     path the default options do not generate, a note, binary output, an empty dir."""
     project = tmp_path / SLUG
-    (project / "src" / "tf_distributed_trainer").mkdir(parents=True)
+    (project / "src" / "tf_distributed_trainer" / "training").mkdir(parents=True)
     files = {
         "README.md": "my own notes about {{ this project }}\n",
         "src/tf_distributed_trainer/training/engine_custom.py": "# my custom loop\n",
