@@ -79,6 +79,9 @@ def package_imports(path, package, modules):
     """The modules of `package` (of `modules`) that the module at `path` imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):  # import package.training.controller
+            named = [alias.name.removeprefix(package + ".") for alias in node.names]
+            found |= {name.replace(".", "/") for name in named} & modules
         if not isinstance(node, ast.ImportFrom) or not node.module:
             continue
         if node.module != package and not node.module.startswith(package + "."):
@@ -214,7 +217,8 @@ def check_links(project, pages=None):
         page = page.resolve()
         text = page.read_text(encoding="utf-8")
         check_layout(page, text)
-        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        inline = re.findall(r"\]\(([^)\s]+)[^)]*\)", text)
+        for target in inline + re.findall(r"^\[[^\]]+\]:\s*(\S+)", text, re.MULTILINE):
             if re.match(r"[a-z]+:", target):
                 continue
             path, _, anchor = target.partition("#")
