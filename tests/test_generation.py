@@ -185,13 +185,21 @@ def test_the_templates_readme_starts_small_and_its_links_resolve():
     check_links(ROOT, [readme, *ROOT.glob("docs/*.md")])
 
 
+def prose(lines):
+    """(index, line) of each line outside code blocks (``` fences, indented too)."""
+    fenced = False
+    for index, line in enumerate(lines):
+        fenced ^= line.lstrip().startswith("```")
+        if not fenced:
+            yield index, line
+
+
 def heading_anchors(markdown):
     """The anchors GitHub gives a page's headings (lower case, punctuation out,
-    spaces to hyphens); code blocks' lines are not headings."""
-    anchors, fenced = set(), False
-    for line in markdown.splitlines():
-        fenced ^= line.lstrip().startswith("```")
-        if not fenced and (heading := re.match(r"#+ (.*)", line)):
+    spaces to hyphens)."""
+    anchors = set()
+    for _, line in prose(markdown.splitlines()):
+        if heading := re.match(r"#+ (.*)", line):
             words = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
             anchors.add(words.replace(" ", "-"))
     return anchors
@@ -200,19 +208,19 @@ def heading_anchors(markdown):
 def check_layout(page, text):
     """Outside code blocks: a blank line before each heading, never two in a row
     (what Jinja's whitespace control gets wrong between conditional blocks)."""
-    lines, fenced = text.splitlines(), False
-    for number, line in enumerate(lines[1:], 1):
-        fenced ^= line.lstrip().startswith("```")
-        before = lines[number - 1]
-        if not fenced and re.match(r"#+ ", line):
-            assert not before.strip(), f"{page}:{number + 1}: no blank line before a heading"
-        if not fenced and not line.strip():
-            assert before.strip(), f"{page}:{number + 1}: two blank lines"
+    lines = text.splitlines()
+    for index, line in prose(lines):
+        before = lines[index - 1] if index else "-"
+        if re.match(r"#+ ", line) and index:
+            assert not before.strip(), f"{page}:{index + 1}: no blank line before a heading"
+        if not line.strip():
+            assert before.strip(), f"{page}:{index + 1}: two blank lines"
 
 
 def check_links(project, pages=None):
     """Every relative link of every Markdown file (of `pages`) leads to a file of
     the project, and a #part of it to one of that page's headings."""
+    project = project.resolve()
     for page in pages or project.rglob("*.md"):
         page = page.resolve()
         text = page.read_text(encoding="utf-8")
@@ -224,7 +232,7 @@ def check_links(project, pages=None):
             path, _, anchor = target.partition("#")
             linked = (page.parent / path).resolve() if path else page
             where = f"{page.relative_to(project)} links to {target}"
-            assert linked.is_file() and project.resolve() in linked.parents, where
+            assert linked.is_file() and project in linked.parents, where
             if anchor:
                 assert anchor in heading_anchors(linked.read_text(encoding="utf-8")), where
 

@@ -1,9 +1,10 @@
 """What the framework asks of task.py, checked from its source as a command
 starts: a task that lacks a piece of its problem, or imports from this package
 what it does not have (a task written before the package's layers), is refused
-in one line naming it, not with an ImportError from wherever it is first used. The source
-is read, not run: task.py's own top-level TensorFlow code must wait for the
-strategy (a strategy's devices are fixed when TensorFlow's runtime starts).
+in one line naming it, not with an ImportError from wherever it is first used.
+The source is read, not run: task.py's own top-level TensorFlow code must wait
+for the strategy (a strategy's devices are fixed when TensorFlow's runtime
+starts).
 
 The record's pieces are data/record_format.py's to give: a task without FEATURES
 is told there, in one line, which piece it lacks.
