@@ -227,6 +227,33 @@ def test_a_task_written_before_the_layers_is_told_where_its_imports_went(cli, tm
     )
 
 
+def test_a_tasks_imports_are_checked_from_the_files_without_starting_tensorflow(tmp_path):
+    imports = [
+        "from {{ cookiecutter.package_name }}.distribute.compat.keras import layers",
+        "import {{ cookiecutter.package_name }}.toolkit.featurez",
+        "from .toolkit import featurez",
+    ]
+    for line in imports:
+        (tmp_path / "task.py").write_text(line + "\n")
+        checked = subprocess.run(
+            [sys.executable, "-c", CHECK_TASK, str(tmp_path / "task.py")],
+            capture_output=True,
+            text=True,
+        )
+        assert checked.stdout.startswith("task.py imports {{ cookiecutter.package_name }}."), line
+        assert checked.stdout.endswith(" tensorflow: False\n"), (line, checked.stdout)
+
+
+CHECK_TASK = """
+import sys
+from {{ cookiecutter.package_name }}.checks.task_contract import check_task
+try:
+    check_task(sys.argv[1])
+except Exception as refused:
+    print(refused, "tensorflow:", "tensorflow" in sys.modules)
+"""
+
+
 def test_native_startup_noise_is_hidden_and_other_lines_pass(capfd):
     with native_startup_noise_hidden():
         os.write(2, b"I0000 00:00:1.5 7 port.cc:153] oneDNN custom operations are on.\n")

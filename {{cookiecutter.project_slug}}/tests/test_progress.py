@@ -143,6 +143,41 @@ def test_a_bar_ended_by_an_error_is_cleared_and_draws_no_more():
     assert terminal.getvalue().endswith("\r\x1b[K") and progress.ACTIVE == []
 
 
+def test_bars_abandoned_for_a_processs_last_lines_draw_no_more():
+    terminal, clock = Terminal(), Clock()
+    bar = Progress("epoch 1/1", 100, "steps", stream=terminal, clock=clock)
+    clock.now = 1.0
+    bar.update(5)
+    drawn = terminal.getvalue()
+    progress.abandon_all()  # the watchdog's stall exit: the stacks follow on stderr
+    clock.now = 2.0
+    bar.update(6)  # from another thread (a resume's skip), before the exit
+    bar.close()
+    assert terminal.getvalue() == drawn and progress.ACTIVE == []
+
+
+class Dying(Terminal):
+    gone = False
+
+    def write(self, text):
+        if self.gone:
+            raise OSError(5, "Input/output error")
+        return super().write(text)
+
+
+def test_a_log_line_clears_every_bar_though_one_terminal_went_away():
+    dying, live, clock = Dying(), Terminal(), Clock()
+    first = Progress("a", 10, "x", stream=dying, clock=clock)
+    second = Progress("c", 10, "x", stream=live, clock=clock)
+    clock.now = 1.0
+    first.update(3)
+    second.update(3)
+    dying.gone = True
+    ProgressAwareHandler(io.StringIO()).emit(logging.makeLogRecord({"msg": "a line"}))
+    assert live.getvalue().count("\r\x1b[K") == 1  # cleared above the line, then redrawn
+    assert progress.ACTIVE == [second]
+
+
 def test_the_first_piece_of_work_does_not_set_the_pace():
     # A resumed epoch's first call traces the function: 30 s for 10 steps.
     terminal, clock = Terminal(), Clock()

@@ -107,8 +107,9 @@ class Progress:
         """The final figures: the line kept at a terminal, a last line in a log."""
         if self.interactive:
             with LOCK:
-                self.draw()
-                self.write("\n")
+                if self in ACTIVE:  # not after abandon_all
+                    self.draw()
+                    self.write("\n")
                 self.leave()
         elif self.shown and self.clock() - self.started >= LOG_SECONDS:
             log.info("%s", self.line())
@@ -150,6 +151,8 @@ class Progress:
         bar = "[" + "=" * filled + " " * (BAR_WIDTH - filled) + "]"
         text = f"{self.what} {bar} {self.figures_text()}"
         with LOCK:
+            if self not in ACTIVE:
+                return  # abandoned (abandon_all): the process's last lines are below
             # A line longer than the terminal wraps, and \r goes back to its last row only.
             self.write(f"\r{text[: terminal_width(self.stream) - 1]}\x1b[K")
             self.drawn = True
@@ -219,7 +222,7 @@ class ProgressAwareHandler(logging.StreamHandler):
 
     def emit(self, record):
         with LOCK:
-            for progress in ACTIVE:
+            for progress in list(ACTIVE):  # one whose terminal went away leaves it
                 progress.clear()
             super().emit(record)
             for progress in list(ACTIVE):

@@ -11,13 +11,13 @@ is told there, in one line, which piece it lacks.
 """
 
 import ast
-import importlib
-import importlib.util
 from pathlib import Path
 
 from {{ cookiecutter.package_name }} import TrainerError
 
 PACKAGE = "{{ cookiecutter.package_name }}"
+# This package's folder: its modules are looked up there, never imported.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # The task's problem, which it always defines (its record comes from FEATURES).
 PROBLEM = (
@@ -35,7 +35,7 @@ PROBLEM = (
 
 def check_task(path=None):
     """TrainerError naming what task.py (`path`; default: this package's) lacks."""
-    path = path or find_spec(f"{PACKAGE}.task").origin
+    path = path or PACKAGE_DIR / "task.py"
     with open(path, encoding="utf-8") as source:
         tree = ast.parse(source.read())
     missing_import = next(missing_imports(tree), None)
@@ -71,37 +71,57 @@ def top_level_names(tree):
 
 
 def missing_imports(tree):
-    """What a module imports from this package that it lacks: a module, or a
-    name of one of its packages (`from PACKAGE.toolkit import features`). The
-    packages' __init__ files are all that is imported to look: they load no
-    TensorFlow; the names a module defines are left to the import itself."""
+    """What task.py imports from this package that it lacks: a module, or a name
+    of one of its packages (`from PACKAGE.toolkit import features`). Read from
+    the files, not imported: nothing may start TensorFlow before the strategy.
+    The names a module defines are left to the import itself."""
     for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom) or (node.module or "").split(".")[0] != PACKAGE:
-            continue
-        spec = find_spec(node.module)
-        if spec is None:
-            yield node.module
-        elif spec.submodule_search_locations is not None:  # a package
-            package = importlib.import_module(node.module)
-            for alias in node.names:
-                name = f"{node.module}.{alias.name}"
-                if find_spec(name) is None and not hasattr(package, alias.name):
-                    yield name
+        if isinstance(node, ast.Import):
+            named = [alias.name for alias in node.names]
+            yield from (name for name in named if ours(name) and location(name) is None)
+        elif isinstance(node, ast.ImportFrom) and ours(module := absolute(node)):
+            where = location(module)
+            if where is None:
+                yield module
+            elif where.is_dir():  # a package: its modules, and its __init__'s names
+                defined = top_level_names(ast.parse((where / "__init__.py").read_text("utf-8")))
+                for alias in node.names:
+                    name = f"{module}.{alias.name}"
+                    if alias.name not in defined and location(name) is None:
+                        yield name
 
 
-def find_spec(name):
-    try:
-        return importlib.util.find_spec(name)
-    except ImportError:  # a parent package that is not there
-        return None
+def ours(name):
+    return name.split(".")[0] == PACKAGE
+
+
+def absolute(node):
+    """An import's module, `from .toolkit import x` (task.py's package) included."""
+    if node.level:
+        return ".".join(filter(None, (PACKAGE, node.module)))
+    return node.module or ""
+
+
+def location(name):
+    """The file or folder of this package's module `name`, or None."""
+    path = PACKAGE_DIR.parent
+    for part in name.split("."):
+        if path.is_file():
+            return None  # a name inside a module is no module
+        if (path / part / "__init__.py").is_file():
+            path = path / part
+        elif (path / f"{part}.py").is_file():
+            path = path / f"{part}.py"
+        else:
+            return None
+    return path
 
 
 def not_there(name):
     """The one line for an import of `name`, which this package lacks: where a
     module of that name went, for a task written before the package's layers."""
-    package = Path(find_spec(PACKAGE).origin).parent
     last = name.rpartition(".")[2]
-    moved = sorted(path.relative_to(package) for path in package.rglob(f"{last}.py"))
+    moved = sorted(path.relative_to(PACKAGE_DIR) for path in PACKAGE_DIR.rglob(f"{last}.py"))
     if moved:
         now = ".".join((PACKAGE, *moved[0].with_suffix("").parts))
         return (
